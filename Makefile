@@ -1,0 +1,38 @@
+# mailsvc: `make run` starts the demo stack, `make test` runs every test against real servers.
+SHELL := /bin/bash
+GO ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X github.com/mailsvc/mailsvc/internal/buildinfo.Version=$(VERSION) \
+	-X github.com/mailsvc/mailsvc/internal/buildinfo.Commit=$(COMMIT)
+export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
+
+.PHONY: build test vet services run bench clean
+
+build: bin/mailsvc
+
+bin/mailsvc: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mailsvc ./cmd/mailsvc
+
+bin/mailpit: tools/go.mod
+	cd tools && $(GO) build -o ../bin/mailpit github.com/axllent/mailpit
+
+services:
+	scripts/services.sh
+
+vet:
+	$(GO) vet ./...
+
+test: services bin/mailpit vet
+	$(GO) test -race -timeout 20m ./...
+
+run: bin/mailsvc bin/mailpit
+	scripts/run.sh
+
+bench: services bin/mailpit
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+
+clean:
+	rm -rf bin .run
+
+FORCE:

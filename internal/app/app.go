@@ -1,0 +1,108 @@
+// Package app wires mailsvc's components for `mailsvc serve`: it opens the
+// store, checks the schema, starts the HTTP server and the long-lived loops,
+// and stops them last-in-first-out within a deadline when the context ends.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Component is a long-lived part of the daemon. Start returns once the part
+// runs in the background; Stop is idempotent, bounded by ctx, and safe to
+// call without Start.
+type Component interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// named pairs a component with the name used in logs.
+type named struct {
+	name string
+	c    Component
+}
+
+// Serve runs the daemon until ctx is cancelled or a component fails. It
+// refuses to start when the schema is behind (store.ErrSchemaBehind).
+func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: cfg.Database.MaxConns, EventsExchange: cfg.AMQP.EventsExchange})
+	if err != nil {
+		return fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
+	}
+	defer st.Close()
+	if err := st.CheckSchema(ctx); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8)}
+	parts, err := w.build()
+	if err != nil {
+		return err
+	}
+	return run(ctx, log, parts, w.fatal, cfg.Sender.ShutdownTimeout+5*time.Second)
+}
+
+// wiring holds what components are built from.
+type wiring struct {
+	cfg   *config.Config
+	log   *slog.Logger
+	store *store.Store
+	reg   prometheus.Registerer
+	// fatal receives errors that must stop the process cleanly.
+	fatal chan error
+	// ready lists the readiness checks /readyz runs.
+	ready []ReadyCheck
+}
+
+// build constructs every component in start order.
+func (w *wiring) build() ([]named, error) {
+	w.ready = append(w.ready,
+		ReadyCheck{Name: "database", Check: w.store.Ping},
+		ReadyCheck{Name: "schema", Check: w.store.CheckSchema},
+	)
+	var parts []named
+	parts = append(parts, named{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), w.ready, w.log)})
+	return parts, nil
+}
+
+// run starts parts in order, waits for ctx or a fatal error, then stops
+// them in reverse order within stopTimeout.
+func run(ctx context.Context, log *slog.Logger, parts []named, fatal <-chan error, stopTimeout time.Duration) error {
+	var started []named
+	var runErr error
+	for _, p := range parts {
+		if err := p.c.Start(ctx); err != nil {
+			runErr = fmt.Errorf("start %s: %w", p.name, err)
+			break
+		}
+		started = append(started, p)
+	}
+	if runErr == nil {
+		log.Info("mailsvc serving")
+		select {
+		case <-ctx.Done():
+		case err := <-fatal:
+			runErr = err
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	for i := len(started) - 1; i >= 0; i-- {
+		if err := started[i].c.Stop(stopCtx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error("stop component", "component", started[i].name, "error", err)
+		}
+	}
+	log.Info("mailsvc stopped")
+	return runErr
+}

@@ -1,0 +1,162 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// MaxBatch is the most messages one PublishBatch call takes: the size of
+// the basic.return buffer, which must never fill while we wait on confirms
+// (a full buffer would block amqp091-go's reader and the confirms behind it).
+const MaxBatch = 1024
+
+// Errors PublishBatch returns per message.
+var (
+	// ErrNacked: the broker answered basic.nack.
+	ErrNacked = errors.New("broker nacked the publish")
+	// ErrReturned: the message was mandatory and no queue was bound
+	// (basic.return), so it is stored nowhere.
+	ErrReturned = errors.New("broker returned the publish as unroutable")
+	// ErrConfirmTimeout: no confirm arrived before the deadline.
+	ErrConfirmTimeout = errors.New("no publisher confirm before the deadline")
+	// ErrChannelClosed: the channel closed before the confirm arrived.
+	ErrChannelClosed = errors.New("channel closed before the publisher confirm")
+)
+
+// Message is one message to publish. Persistent messages survive a broker
+// restart; Mandatory ones come back as ErrReturned when unroutable.
+type Message struct {
+	Exchange    string
+	RoutingKey  string
+	MessageID   string
+	Type        string
+	ContentType string
+	Timestamp   time.Time
+	Headers     map[string]any
+	Body        []byte
+	Mandatory   bool
+	Persistent  bool
+}
+
+// Publisher publishes on its own channel in confirm mode. It is not safe
+// for concurrent use.
+type Publisher struct {
+	ch      *amqp.Channel
+	returns chan amqp.Return
+	closed  chan *amqp.Error
+}
+
+// NewPublisher opens a channel on conn and puts it in confirm mode.
+func NewPublisher(conn *amqp.Connection) (*Publisher, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("open publish channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+	}
+	p := &Publisher{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, MaxBatch)), closed: ch.NotifyClose(make(chan *amqp.Error, 1))}
+	return p, nil
+}
+
+// Channel returns the underlying channel (for declarations).
+func (p *Publisher) Channel() *amqp.Channel { return p.ch }
+
+// Closed is closed (or receives the reason) when the channel closes.
+func (p *Publisher) Closed() <-chan *amqp.Error { return p.closed }
+
+// Close closes the channel.
+func (p *Publisher) Close() error { return p.ch.Close() }
+
+// Publish publishes one message and waits for its confirm until ctx is
+// done. It returns nil only for a real broker ack of a routed message.
+func (p *Publisher) Publish(ctx context.Context, m Message) error {
+	return p.PublishBatch(ctx, []Message{m})[0]
+}
+
+// PublishBatch publishes msgs (at most MaxBatch) with deferred confirms and
+// waits for every confirm until ctx is done. It returns one error per
+// message, nil only for a real broker ack of a message that was not
+// returned. A confirm that never came (deadline) or came empty because the
+// channel closed is an error, never an ack.
+func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
+	errs := make([]error, len(msgs))
+	if len(msgs) > MaxBatch {
+		for i := range errs {
+			errs[i] = fmt.Errorf("batch of %d exceeds %d", len(msgs), MaxBatch)
+		}
+		return errs
+	}
+	p.drainReturns() // returns of an earlier, timed-out batch
+	confs := make([]*amqp.DeferredConfirmation, len(msgs))
+	for i, m := range msgs {
+		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, m.Mandatory, false, m.publishing())
+		if err != nil {
+			errs[i] = fmt.Errorf("publish: %w", err)
+			continue
+		}
+		confs[i] = c
+	}
+	for i, c := range confs {
+		if c == nil {
+			continue
+		}
+		errs[i] = p.wait(ctx, c)
+	}
+	returned := p.drainReturns()
+	for i, m := range msgs {
+		if errs[i] == nil && m.MessageID != "" && returned[m.MessageID] {
+			errs[i] = ErrReturned
+		}
+	}
+	return errs
+}
+
+func (p *Publisher) wait(ctx context.Context, c *amqp.DeferredConfirmation) error {
+	ack, err := c.WaitContext(ctx)
+	switch {
+	case err != nil:
+		return ErrConfirmTimeout
+	case ack:
+		return nil
+	case p.ch.IsClosed():
+		return ErrChannelClosed
+	default:
+		return ErrNacked
+	}
+}
+
+// drainReturns reads every basic.return already received. RabbitMQ sends
+// basic.return before the basic.ack of the same message, and amqp091-go
+// delivers it to the buffered channel before it records the ack, so after
+// the confirms every return of the batch is already buffered.
+func (p *Publisher) drainReturns() map[string]bool {
+	got := map[string]bool{}
+	for {
+		select {
+		case r, ok := <-p.returns:
+			if !ok {
+				return got
+			}
+			got[r.MessageId] = true
+		default:
+			return got
+		}
+	}
+}
+
+func (m Message) publishing() amqp.Publishing {
+	mode := amqp.Transient
+	if m.Persistent {
+		mode = amqp.Persistent
+	}
+	return amqp.Publishing{
+		Headers: amqp.Table(m.Headers), ContentType: m.ContentType, DeliveryMode: mode,
+		MessageId: m.MessageID, Type: m.Type, Timestamp: m.Timestamp, Body: m.Body,
+	}
+}

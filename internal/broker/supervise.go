@@ -1,0 +1,135 @@
+// Package broker holds the AMQP code shared by the consumer, the relay and
+// the operator commands: a connection supervisor that reconnects with
+// capped exponential backoff, and a publisher with publisher confirms.
+// amqp091-go does not reconnect by itself; this package does.
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+)
+
+// Config says where and how to connect.
+type Config struct {
+	// URL is an amqp:// or amqps:// URL.
+	URL string
+	// Name is the connection_name shown in the RabbitMQ management UI.
+	Name string
+	// Backoff and BackoffMax bound the delay between reconnect attempts;
+	// zero values mean 500ms and 30s.
+	Backoff, BackoffMax time.Duration
+	// DialTimeout bounds the TCP and AMQP handshake; zero means 10s.
+	DialTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.Backoff <= 0 {
+		c.Backoff = 500 * time.Millisecond
+	}
+	if c.BackoffMax <= 0 {
+		c.BackoffMax = 30 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Dial opens one connection, with a heartbeat of 10 s and the configured
+// dial timeout.
+func Dial(c Config) (*amqp.Connection, error) {
+	c = c.withDefaults()
+	conn, err := amqp.DialConfig(c.URL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Dial:       amqp.DefaultDial(c.DialTimeout),
+		Properties: amqp.Table{"connection_name": c.Name},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), err)
+	}
+	return conn, nil
+}
+
+// Session is the work done on one live connection. It must return when ctx
+// is done (ctx is cancelled when the connection closes) or when its own
+// channel closes; it returns nil only for a clean stop.
+type Session func(ctx context.Context, conn *amqp.Connection) error
+
+// Supervise keeps a connection open and runs session on it, again and again,
+// until ctx is done: dial, run, and after a failure (dial error, connection
+// or channel closed, session error) wait a jittered, capped exponential
+// backoff and start over. onState, when non-nil, is called with true once
+// connected and false once the connection is gone (for the
+// mailsvc_amqp_connected gauge). Supervise returns nil when ctx is done.
+func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session Session) error {
+	c = c.withDefaults()
+	if onState == nil {
+		onState = func(bool) {}
+	}
+	failures := 0
+	for ctx.Err() == nil {
+		healthy, err := runOnce(ctx, c, onState, session)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if healthy {
+			failures = 0
+		}
+		failures++
+		if err == nil {
+			err = errors.New("session ended")
+		}
+		d := backoff.Delay(failures, c.Backoff, c.BackoffMax)
+		log.Warn("broker connection lost, reconnecting", "error", err, "retry_in", d.String(), "failures", failures)
+		if !backoff.Sleep(ctx.Done(), d) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// runOnce dials and runs one session. healthy reports that the session ran
+// longer than the largest backoff, so the next reconnect starts again from
+// the shortest delay.
+func runOnce(ctx context.Context, c Config, onState func(bool), session Session) (healthy bool, err error) {
+	conn, err := Dial(c)
+	if err != nil {
+		return false, err
+	}
+	onState(true)
+	defer onState(false)
+	defer conn.Close()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-closed:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	started := time.Now()
+	err = session(sctx, conn)
+	if err == nil && !conn.IsClosed() && ctx.Err() == nil {
+		err = errors.New("session returned while the connection is open")
+	}
+	return time.Since(started) > c.BackoffMax, err
+}
+
+func redactURL(raw string) string {
+	u, err := amqp.ParseURI(raw)
+	if err != nil {
+		return "<unparsable amqp url>"
+	}
+	u.Password = "xxxxx"
+	return u.String()
+}

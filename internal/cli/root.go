@@ -1,0 +1,90 @@
+// Package cli is mailsvc's command line (cobra): serve, migrate, config
+// check, version and the operator commands of DESIGN.md section 7. It loads
+// the config, builds the logger and hands over to the packages that do the
+// work. It is the only package that imports cobra.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+)
+
+// ExitError carries the process exit code for an error.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode returns the exit code for err: the code of an *ExitError in its
+// chain, else 1.
+func ExitCode(err error) int {
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	return 1
+}
+
+// env is what every command shares: where to write, and how to load config.
+type env struct {
+	ctx        context.Context
+	stdout     io.Writer
+	stderr     io.Writer
+	configPath string
+}
+
+// load reads the configuration (file, then MAILSVC_* environment). An
+// invalid config is an *ExitError with code 2.
+func (e *env) load() (*config.Config, error) {
+	cfg, err := config.Load(e.configPath, os.LookupEnv)
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: fmt.Errorf("invalid config:\n%w", err)}
+	}
+	return cfg, nil
+}
+
+// logger builds the JSON slog logger on stderr at the configured level.
+func (e *env) logger(cfg *config.Config) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.Log.Level)) // validated by config
+	return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// Execute runs the command line args until it ends or ctx is cancelled.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	root := newRoot(ctx, stdout, stderr)
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "mailsvc",
+		Short:         "mailsvc turns order events into customer e-mails, never losing one",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVar(&e.configPath, "config", os.Getenv("MAILSVC_CONFIG"),
+		"YAML config file (env MAILSVC_CONFIG); MAILSVC_* variables override it")
+	root.AddCommand(
+		newServeCmd(e),
+		newMigrateCmd(e),
+		newConfigCmd(e),
+		newVersionCmd(e),
+	)
+	return root
+}

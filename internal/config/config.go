@@ -1,0 +1,165 @@
+// Package config loads and validates mailsvc's configuration: built-in
+// defaults, then a YAML file, then MAILSVC_* environment variables (key
+// "a.b_c" is MAILSVC_A_B_C). It is the only package that imports viper.
+// configs/mailsvc.yaml documents every key.
+package config
+
+import (
+	"time"
+)
+
+// Config is the whole configuration. The yaml names are the config keys.
+type Config struct {
+	Database  Database  `mapstructure:"database" yaml:"database"`
+	AMQP      AMQP      `mapstructure:"amqp" yaml:"amqp"`
+	Sender    Sender    `mapstructure:"sender" yaml:"sender"`
+	SMTP      SMTP      `mapstructure:"smtp" yaml:"smtp"`
+	Resend    Resend    `mapstructure:"resend" yaml:"resend"`
+	Mail      Mail      `mapstructure:"mail" yaml:"mail"`
+	Relay     Relay     `mapstructure:"relay" yaml:"relay"`
+	Retention Retention `mapstructure:"retention" yaml:"retention"`
+	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
+	Templates Templates `mapstructure:"templates" yaml:"templates"`
+	Log       Log       `mapstructure:"log" yaml:"log"`
+}
+
+// Database configures the PostgreSQL connection.
+type Database struct {
+	// URL is a pgx connection string. The relay's advisory lock needs a
+	// direct or session-pooled connection (not transaction pooling).
+	URL URL `mapstructure:"url" yaml:"url"`
+	// MaxConns is the pool size; 0 means pgx's default (max(4, CPUs)).
+	MaxConns int32 `mapstructure:"max_conns" yaml:"max_conns"`
+}
+
+// AMQP configures RabbitMQ: input topology, dead-lettering and the events
+// exchange.
+type AMQP struct {
+	URL                URL      `mapstructure:"url" yaml:"url"`
+	InputExchange      string   `mapstructure:"input_exchange" yaml:"input_exchange"`
+	Queue              string   `mapstructure:"queue" yaml:"queue"`
+	BindingKeys        []string `mapstructure:"binding_keys" yaml:"binding_keys"`
+	DeadLetterExchange string   `mapstructure:"dead_letter_exchange" yaml:"dead_letter_exchange"`
+	DeadLetterQueue    string   `mapstructure:"dead_letter_queue" yaml:"dead_letter_queue"`
+	EventsExchange     string   `mapstructure:"events_exchange" yaml:"events_exchange"`
+	// DeclareTopology declares exchanges and queues at start (idempotent).
+	DeclareTopology bool `mapstructure:"declare_topology" yaml:"declare_topology"`
+	// Prefetch is the QoS prefetch count (unacked deliveries per consumer).
+	Prefetch int `mapstructure:"prefetch" yaml:"prefetch"`
+	// BatchSize is how many deliveries at most one DB transaction records.
+	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`
+	// DeliveryLimit is the quorum queue's x-delivery-limit: deliveries
+	// before the broker dead-letters a message by itself.
+	DeliveryLimit int `mapstructure:"delivery_limit" yaml:"delivery_limit"`
+	// MaxMessageBytes is the largest body accepted, in bytes; larger ones
+	// are dead-lettered with reason too_large.
+	MaxMessageBytes int `mapstructure:"max_message_bytes" yaml:"max_message_bytes"`
+	// RedeliveryWindow is how long the broker or a producer may redeliver
+	// or replay an event; retention.window must be at least this.
+	RedeliveryWindow time.Duration `mapstructure:"redelivery_window" yaml:"redelivery_window"`
+	// ReconnectBackoff and ReconnectBackoffMax bound the capped exponential
+	// backoff (with jitter) between reconnect attempts.
+	ReconnectBackoff    time.Duration `mapstructure:"reconnect_backoff" yaml:"reconnect_backoff"`
+	ReconnectBackoffMax time.Duration `mapstructure:"reconnect_backoff_max" yaml:"reconnect_backoff_max"`
+}
+
+// Sender configures the sender pool.
+type Sender struct {
+	// Provider is "smtp" or "resend".
+	Provider string `mapstructure:"provider" yaml:"provider"`
+	// Workers is the number of concurrent send workers.
+	Workers int `mapstructure:"workers" yaml:"workers"`
+	// BatchSize is the most rows one claim takes.
+	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`
+	// Lease is how long a claim owns a row; it must exceed SendTimeout by
+	// at least LeaseMargin.
+	Lease time.Duration `mapstructure:"lease" yaml:"lease"`
+	// SendTimeout is the hard deadline around one whole provider call.
+	SendTimeout time.Duration `mapstructure:"send_timeout" yaml:"send_timeout"`
+	// MaxAttempts is the number of attempts before a mail fails; a lease
+	// expiry counts as an attempt.
+	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
+	// AmbiguousPolicy is "retry" or "unknown"; templates may override it.
+	AmbiguousPolicy string `mapstructure:"ambiguous_policy" yaml:"ambiguous_policy"`
+	// RetryBackoff and RetryBackoffMax are the first and largest delay
+	// between attempts (exponential, with jitter).
+	RetryBackoff    time.Duration `mapstructure:"retry_backoff" yaml:"retry_backoff"`
+	RetryBackoffMax time.Duration `mapstructure:"retry_backoff_max" yaml:"retry_backoff_max"`
+	// RateLimit is the most provider calls per second across this
+	// process's workers; 0 means no limit.
+	RateLimit float64 `mapstructure:"rate_limit" yaml:"rate_limit"`
+	// PollInterval is how often idle workers look for due rows when no
+	// in-process wake-up arrives.
+	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+	// ShutdownTimeout is how long in-flight sends may finish on SIGTERM.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+}
+
+// SMTP configures the SMTP provider.
+type SMTP struct {
+	Host     string `mapstructure:"host" yaml:"host"`
+	Port     int    `mapstructure:"port" yaml:"port"`
+	Username string `mapstructure:"username" yaml:"username"`
+	Password Secret `mapstructure:"password" yaml:"password"`
+	// PasswordFile, when set, is read for the password.
+	PasswordFile string `mapstructure:"password_file" yaml:"password_file"`
+	// TLS is "starttls" (required), "implicit", "opportunistic" or "none".
+	TLS string `mapstructure:"tls" yaml:"tls"`
+	// IdempotencyHeader, when set, is a mail header carrying the
+	// idempotency key, for relays that honour one (Resend's SMTP relay reads
+	// Resend-Idempotency-Key, EmailEngine X-EE-Idempotency-Key).
+	IdempotencyHeader string `mapstructure:"idempotency_header" yaml:"idempotency_header"`
+}
+
+// Resend configures the Resend HTTP API provider.
+type Resend struct {
+	APIKey Secret `mapstructure:"api_key" yaml:"api_key"`
+	// APIKeyFile, when set, is read for the API key.
+	APIKeyFile string `mapstructure:"api_key_file" yaml:"api_key_file"`
+	BaseURL    string `mapstructure:"base_url" yaml:"base_url"`
+}
+
+// Mail configures the mails themselves.
+type Mail struct {
+	// From is the sender address, e.g. "Shop <orders@example.com>".
+	From string `mapstructure:"from" yaml:"from"`
+	// MaxEventAge is the default oldest event that is still sent; older
+	// ones are recorded as failed with reason stale.
+	MaxEventAge time.Duration `mapstructure:"max_event_age" yaml:"max_event_age"`
+}
+
+// Relay configures the outbox relay.
+type Relay struct {
+	BatchSize      int           `mapstructure:"batch_size" yaml:"batch_size"`
+	PollInterval   time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
+	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" yaml:"confirm_timeout"`
+	// MaxAttempts is the publish attempts before a row is marked dead.
+	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
+}
+
+// Retention configures how long finished rows are kept.
+type Retention struct {
+	// Window is the least time sent, failed and cancelled rows (and
+	// published outbox rows) are kept.
+	Window time.Duration `mapstructure:"window" yaml:"window"`
+}
+
+// HTTP configures the metrics and health server.
+type HTTP struct {
+	Addr string `mapstructure:"addr" yaml:"addr"`
+}
+
+// Templates configures mail rendering.
+type Templates struct {
+	// Dir is an optional directory whose templates override the embedded ones.
+	Dir           string `mapstructure:"dir" yaml:"dir"`
+	DefaultLocale string `mapstructure:"default_locale" yaml:"default_locale"`
+	// TimeZone is an IANA zone name used for dates in mails.
+	TimeZone string `mapstructure:"time_zone" yaml:"time_zone"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is debug, info, warn or error.
+	Level string `mapstructure:"level" yaml:"level"`
+}

@@ -1,0 +1,135 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+)
+
+func envOf(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+var valid = map[string]string{"MAILSVC_MAIL_FROM": "Shop <orders@example.com>"}
+
+func with(extra map[string]string) map[string]string {
+	m := map[string]string{}
+	for k, v := range valid {
+		m[k] = v
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	return m
+}
+
+func TestDefaultsAreValidOnceFromIsSet(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load("", envOf(valid))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://postgres@127.0.0.1:5432/mailsvc?sslmode=disable", c.Database.URL.Reveal())
+	require.Equal(t, []string{"order.confirmed", "order.cancelled"}, c.AMQP.BindingKeys)
+	require.Equal(t, 24*time.Hour, c.Mail.MaxEventAge)
+	require.Equal(t, 336*time.Hour, c.Retention.Window)
+	require.Equal(t, "starttls", c.SMTP.TLS)
+	require.Equal(t, 587, c.SMTP.Port)
+}
+
+func TestEnvOverridesFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("mail:\n  from: a@example.com\nsender:\n  workers: 3\namqp:\n  binding_keys: [x.y]\n"), 0o600))
+	c, err := config.Load(path, envOf(map[string]string{"MAILSVC_SENDER_WORKERS": "5", "MAILSVC_AMQP_BINDING_KEYS": "a.b,c.d"}))
+	require.NoError(t, err)
+	require.Equal(t, 5, c.Sender.Workers)
+	require.Equal(t, "a@example.com", c.Mail.From)
+	require.Equal(t, []string{"a.b", "c.d"}, c.AMQP.BindingKeys)
+}
+
+func TestValidationNamesTheKey(t *testing.T) {
+	t.Parallel()
+	cases := map[string]map[string]string{
+		"sender.lease":            {"MAILSVC_SENDER_LEASE": "1s", "MAILSVC_SENDER_SEND_TIMEOUT": "30s"},
+		"retention.window":        {"MAILSVC_RETENTION_WINDOW": "1h"},
+		"sender.provider":         {"MAILSVC_SENDER_PROVIDER": "carrier-pigeon"},
+		"smtp.tls":                {"MAILSVC_SMTP_TLS": "maybe"},
+		"resend.api_key":          {"MAILSVC_SENDER_PROVIDER": "resend"},
+		"sender.ambiguous_policy": {"MAILSVC_SENDER_AMBIGUOUS_POLICY": "hope"},
+		"sender.workers":          {"MAILSVC_SENDER_WORKERS": "0"},
+		"templates.time_zone":     {"MAILSVC_TEMPLATES_TIME_ZONE": "Mars/Olympus"},
+	}
+	for key, env := range cases {
+		_, err := config.Load("", envOf(with(env)))
+		require.Error(t, err, key)
+		require.Contains(t, err.Error(), key)
+	}
+	_, err := config.Load("", envOf(map[string]string{}))
+	require.ErrorContains(t, err, "mail.from")
+}
+
+func TestEveryViolationReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load("", envOf(map[string]string{"MAILSVC_SMTP_TLS": "x", "MAILSVC_SENDER_PROVIDER": "y"}))
+	require.Error(t, err)
+	for _, key := range []string{"mail.from", "smtp.tls", "sender.provider"} {
+		require.Contains(t, err.Error(), key)
+	}
+}
+
+func TestUnknownKeyInFileIsAnError(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("mail:\n  from: a@example.com\nsender:\n  wrokers: 3\n"), 0o600))
+	_, err := config.Load(path, envOf(nil))
+	require.ErrorContains(t, err, "sender.wrokers")
+}
+
+func TestSecretsNeverPrint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("re_supersecret123\n"), 0o600))
+	c, err := config.Load("", envOf(with(map[string]string{
+		"MAILSVC_SMTP_PASSWORD": "hunter2-smtp", "MAILSVC_RESEND_API_KEY_FILE": keyFile,
+		"MAILSVC_DATABASE_URL": "postgres://u:dbpass-xyz@h/db",
+	})))
+	require.NoError(t, err)
+	require.Equal(t, "re_supersecret123", c.Resend.APIKey.Reveal())
+	out, err := yaml.Marshal(c)
+	require.NoError(t, err)
+	for _, s := range []string{"hunter2-smtp", "re_supersecret123", "dbpass-xyz"} {
+		require.NotContains(t, string(out), s)
+	}
+	require.True(t, strings.Contains(string(out), "<redacted>"))
+}
+
+func TestShippedConfigFilesLoad(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"../../configs/dev.yaml"} {
+		_, err := config.Load(f, envOf(nil))
+		require.NoError(t, err, f)
+	}
+	c, err := config.Load("../../configs/mailsvc.yaml", envOf(valid))
+	require.NoError(t, err)
+	require.Equal(t, 8, c.Sender.Workers)
+}
+
+func TestMailsvcYAMLDocumentsEveryKey(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../configs/mailsvc.yaml")
+	require.NoError(t, err)
+	var doc map[string]map[string]any
+	require.NoError(t, yaml.Unmarshal(b, &doc))
+	for _, k := range config.Keys() {
+		sec, name, _ := strings.Cut(k, ".")
+		_, ok := doc[sec][name]
+		require.True(t, ok, "configs/mailsvc.yaml lacks %s", k)
+	}
+}

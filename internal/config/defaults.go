@@ -1,0 +1,74 @@
+package config
+
+import "time"
+
+// LeaseMargin is the least time by which sender.lease must exceed
+// sender.send_timeout, so that a worker that is still inside its deadline
+// can record its outcome before another worker may reclaim the row.
+const LeaseMargin = 10 * time.Second
+
+// defaults maps every config key to its default; a key absent here is
+// unknown and rejected in a file.
+var defaults = map[string]any{
+	"database.url":       "postgres://postgres@127.0.0.1:5432/mailsvc?sslmode=disable",
+	"database.max_conns": 0,
+
+	"amqp.url":                   "amqp://guest:guest@127.0.0.1:5672/",
+	"amqp.input_exchange":        "order.events",
+	"amqp.queue":                 "mail.order-events",
+	"amqp.binding_keys":          []string{"order.confirmed", "order.cancelled"},
+	"amqp.dead_letter_exchange":  "mail.dlx",
+	"amqp.dead_letter_queue":     "mail.order-events.dlq",
+	"amqp.events_exchange":       "mail.events",
+	"amqp.declare_topology":      true,
+	"amqp.prefetch":              200,
+	"amqp.batch_size":            100,
+	"amqp.delivery_limit":        20,
+	"amqp.max_message_bytes":     262144,
+	"amqp.redelivery_window":     336 * time.Hour,
+	"amqp.reconnect_backoff":     500 * time.Millisecond,
+	"amqp.reconnect_backoff_max": 30 * time.Second,
+
+	"sender.provider":          "smtp",
+	"sender.workers":           8,
+	"sender.batch_size":        10,
+	"sender.lease":             2 * time.Minute,
+	"sender.send_timeout":      30 * time.Second,
+	"sender.max_attempts":      8,
+	"sender.ambiguous_policy":  "retry",
+	"sender.retry_backoff":     5 * time.Second,
+	"sender.retry_backoff_max": 30 * time.Minute,
+	"sender.rate_limit":        0.0,
+	"sender.poll_interval":     time.Second,
+	"sender.shutdown_timeout":  20 * time.Second,
+
+	"smtp.host":               "localhost",
+	"smtp.port":               587,
+	"smtp.username":           "",
+	"smtp.password":           "",
+	"smtp.password_file":      "",
+	"smtp.tls":                "starttls",
+	"smtp.idempotency_header": "",
+
+	"resend.api_key":      "",
+	"resend.api_key_file": "",
+	"resend.base_url":     "https://api.resend.com/",
+
+	"mail.from":          "",
+	"mail.max_event_age": 24 * time.Hour,
+
+	"relay.batch_size":      100,
+	"relay.poll_interval":   time.Second,
+	"relay.confirm_timeout": 10 * time.Second,
+	"relay.max_attempts":    10,
+
+	"retention.window": 336 * time.Hour,
+
+	"http.addr": ":8080",
+
+	"templates.dir":            "",
+	"templates.default_locale": "vi",
+	"templates.time_zone":      "Asia/Ho_Chi_Minh",
+
+	"log.level": "info",
+}

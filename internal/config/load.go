@@ -1,0 +1,100 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/spf13/viper"
+)
+
+// EnvPrefix is the prefix of environment overrides: key "a.b_c" is read
+// from MAILSVC_A_B_C.
+const EnvPrefix = "MAILSVC"
+
+// EnvName returns the environment variable that overrides key.
+func EnvName(key string) string {
+	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// Keys returns every config key, sorted.
+func Keys() []string {
+	keys := make([]string, 0, len(defaults))
+	for k := range defaults {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Load builds the configuration from defaults, the YAML file at path (none
+// when path is ""), and the environment as seen through lookupEnv (pass
+// os.LookupEnv). It then reads secret files and validates. The error names
+// every offending key; a file that cannot be read or holds an unknown key
+// is an error.
+func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	v := viper.New()
+	for k, d := range defaults {
+		v.SetDefault(k, d)
+	}
+	if path != "" {
+		if err := mergeFile(v, path); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range Keys() {
+		if val, ok := lookupEnv(EnvName(k)); ok {
+			v.Set(k, val)
+		}
+	}
+	var c Config
+	if err := v.UnmarshalExact(&c); err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if err := c.readSecretFiles(); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func mergeFile(v *viper.Viper, path string) error {
+	f := viper.New()
+	f.SetConfigFile(path)
+	f.SetConfigType("yaml")
+	if err := f.ReadInConfig(); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	var errs []error
+	for _, k := range f.AllKeys() {
+		if _, ok := defaults[k]; !ok {
+			errs = append(errs, fmt.Errorf("config file %s: unknown key %s", path, k))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return v.MergeConfigMap(f.AllSettings())
+}
+
+func (c *Config) readSecretFiles() error {
+	var errs []error
+	read := func(key, file string, dst *Secret) {
+		if file == "" {
+			return
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			return
+		}
+		*dst = Secret(strings.TrimRight(string(b), "\r\n"))
+	}
+	read("smtp.password_file", c.SMTP.PasswordFile, &c.SMTP.Password)
+	read("resend.api_key_file", c.Resend.APIKeyFile, &c.Resend.APIKey)
+	return errors.Join(errs...)
+}

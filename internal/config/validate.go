@@ -1,0 +1,144 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/mail"
+	"net/url"
+	"time"
+)
+
+// Validate checks every rule and returns all violations at once
+// (errors.Join), each message starting with the key it is about.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	c.validateConnections(bad)
+	c.validateSender(bad)
+	c.validateDurations(bad)
+	if c.Mail.From == "" {
+		bad("mail.from", "is required (e.g. \"Shop <orders@example.com>\")")
+	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {
+		bad("mail.from", "%q is not an address: %v", c.Mail.From, err)
+	}
+	if _, err := time.LoadLocation(c.Templates.TimeZone); err != nil {
+		bad("templates.time_zone", "unknown time zone %q", c.Templates.TimeZone)
+	}
+	if c.Templates.DefaultLocale != "vi" && c.Templates.DefaultLocale != "en" {
+		bad("templates.default_locale", "must be vi or en, got %q", c.Templates.DefaultLocale)
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) validateConnections(bad func(string, string, ...any)) {
+	if _, err := url.Parse(c.Database.URL.Reveal()); err != nil || c.Database.URL == "" {
+		bad("database.url", "is not a valid URL")
+	}
+	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+		bad("amqp.url", "must be an amqp:// or amqps:// URL")
+	}
+	for key, name := range map[string]string{
+		"amqp.input_exchange": c.AMQP.InputExchange, "amqp.queue": c.AMQP.Queue,
+		"amqp.dead_letter_exchange": c.AMQP.DeadLetterExchange, "amqp.dead_letter_queue": c.AMQP.DeadLetterQueue,
+		"amqp.events_exchange": c.AMQP.EventsExchange,
+	} {
+		if name == "" {
+			bad(key, "must not be empty")
+		}
+	}
+	if len(c.AMQP.BindingKeys) == 0 {
+		bad("amqp.binding_keys", "must name at least one routing key")
+	}
+	positive(bad, "amqp.prefetch", c.AMQP.Prefetch)
+	positive(bad, "amqp.batch_size", c.AMQP.BatchSize)
+	positive(bad, "amqp.delivery_limit", c.AMQP.DeliveryLimit)
+	positive(bad, "amqp.max_message_bytes", c.AMQP.MaxMessageBytes)
+	if c.AMQP.BatchSize > c.AMQP.Prefetch {
+		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.AMQP.BatchSize, c.AMQP.Prefetch)
+	}
+	if c.HTTP.Addr == "" {
+		bad("http.addr", "must not be empty")
+	}
+	positive(bad, "relay.batch_size", c.Relay.BatchSize)
+	positive(bad, "relay.max_attempts", c.Relay.MaxAttempts)
+}
+
+func (c *Config) validateSender(bad func(string, string, ...any)) {
+	s := c.Sender
+	switch s.Provider {
+	case "smtp":
+		if c.SMTP.Host == "" {
+			bad("smtp.host", "is required with sender.provider smtp")
+		}
+		if c.SMTP.Port < 1 || c.SMTP.Port > 65535 {
+			bad("smtp.port", "must be 1..65535, got %d", c.SMTP.Port)
+		}
+	case "resend":
+		if c.Resend.APIKey == "" {
+			bad("resend.api_key", "is required with sender.provider resend (or set resend.api_key_file)")
+		}
+		if u, err := url.Parse(c.Resend.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+			bad("resend.base_url", "must be an http(s) URL")
+		}
+	default:
+		bad("sender.provider", "must be smtp or resend, got %q", s.Provider)
+	}
+	switch c.SMTP.TLS {
+	case "starttls", "implicit", "opportunistic", "none":
+	default:
+		bad("smtp.tls", "must be starttls, implicit, opportunistic or none, got %q", c.SMTP.TLS)
+	}
+	if s.AmbiguousPolicy != "retry" && s.AmbiguousPolicy != "unknown" {
+		bad("sender.ambiguous_policy", "must be retry or unknown, got %q", s.AmbiguousPolicy)
+	}
+	positive(bad, "sender.workers", s.Workers)
+	positive(bad, "sender.batch_size", s.BatchSize)
+	positive(bad, "sender.max_attempts", s.MaxAttempts)
+	if s.RateLimit < 0 {
+		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
+	}
+}
+
+func (c *Config) validateDurations(bad func(string, string, ...any)) {
+	s := c.Sender
+	for key, d := range map[string]time.Duration{
+		"sender.send_timeout": s.SendTimeout, "sender.lease": s.Lease,
+		"sender.retry_backoff": s.RetryBackoff, "sender.retry_backoff_max": s.RetryBackoffMax,
+		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
+		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
+		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
+		"amqp.reconnect_backoff": c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
+	} {
+		if d <= 0 {
+			bad(key, "must be a positive duration, got %s", d)
+		}
+	}
+	if s.Lease < s.SendTimeout+LeaseMargin {
+		bad("sender.lease", "(%s) must exceed sender.send_timeout (%s) by at least %s", s.Lease, s.SendTimeout, LeaseMargin)
+	}
+	if s.RetryBackoffMax < s.RetryBackoff {
+		bad("sender.retry_backoff_max", "(%s) must be at least sender.retry_backoff (%s)", s.RetryBackoffMax, s.RetryBackoff)
+	}
+	if c.AMQP.ReconnectBackoffMax < c.AMQP.ReconnectBackoff {
+		bad("amqp.reconnect_backoff_max", "must be at least amqp.reconnect_backoff")
+	}
+	if c.Retention.Window < c.AMQP.RedeliveryWindow {
+		bad("retention.window", "(%s) must be at least amqp.redelivery_window (%s): a row deleted earlier lets a redelivered event send again", c.Retention.Window, c.AMQP.RedeliveryWindow)
+	}
+	if c.Retention.Window < c.Mail.MaxEventAge {
+		bad("retention.window", "(%s) must be at least mail.max_event_age (%s)", c.Retention.Window, c.Mail.MaxEventAge)
+	}
+}
+
+func positive(bad func(string, string, ...any), key string, n int) {
+	if n <= 0 {
+		bad(key, "must be positive, got %d", n)
+	}
+}

@@ -1,0 +1,107 @@
+package mailtype
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Class says what to do about an error (DESIGN.md section 6).
+type Class string
+
+const (
+	// Transient errors are retried with backoff; the input is fine.
+	Transient Class = "transient"
+	// Permanent errors never succeed on retry: dead-letter or fail the mail.
+	Permanent Class = "permanent"
+	// Ambiguous errors leave it unknown whether the provider took the mail.
+	Ambiguous Class = "ambiguous"
+)
+
+// Reason is a closed list of why something failed. The same values appear in
+// dead-letter headers, last_error prefixes and metric labels, so the set must
+// stay small and bounded.
+type Reason string
+
+// Consumer reasons: why an input event was dead-lettered or not sent.
+const (
+	ReasonMalformedJSON      Reason = "malformed_json"
+	ReasonMissingField       Reason = "missing_field"
+	ReasonInvalidField       Reason = "invalid_field"
+	ReasonUnsupportedVersion Reason = "unsupported_version"
+	ReasonInvalidAddress     Reason = "invalid_address"
+	ReasonTooLarge           Reason = "too_large"
+	ReasonMessageIDMismatch  Reason = "message_id_mismatch"
+	ReasonUnknownTemplate    Reason = "unknown_template"
+	ReasonRender             Reason = "render"
+	ReasonStale              Reason = "stale"
+	ReasonDeliveryLimit      Reason = "delivery_limit"
+)
+
+// Sender and infrastructure reasons.
+const (
+	ReasonDatabase         Reason = "database"
+	ReasonBroker           Reason = "broker"
+	ReasonConnect          Reason = "connect"
+	ReasonTLS              Reason = "tls"
+	ReasonAuth             Reason = "auth"
+	ReasonTimeout          Reason = "timeout"
+	ReasonRejected         Reason = "rejected"
+	ReasonDeferred         Reason = "deferred"
+	ReasonRateLimited      Reason = "rate_limited"
+	ReasonServerError      Reason = "server_error"
+	ReasonIdempotencyReuse Reason = "idempotency_conflict"
+	ReasonAttemptsExceeded Reason = "attempts_exhausted"
+	ReasonLeaseExpired     Reason = "lease_expired"
+	ReasonUnroutable       Reason = "unroutable"
+	ReasonNack             Reason = "nack"
+	ReasonOther            Reason = "other"
+)
+
+// Error is an error with its classification. Classify once where the library
+// error is born; everything above reads Class and Reason with errors.As.
+type Error struct {
+	Class  Class
+	Reason Reason
+	// Err is the underlying error; it may be nil.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%s (%s)", e.Reason, e.Class)
+	}
+	return fmt.Sprintf("%s (%s): %v", e.Reason, e.Class, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewError returns an *Error of the given class and reason wrapping err.
+func NewError(class Class, reason Reason, err error) *Error {
+	return &Error{Class: class, Reason: reason, Err: err}
+}
+
+// Errorf returns an *Error whose message is formatted like fmt.Errorf.
+func Errorf(class Class, reason Reason, format string, args ...any) *Error {
+	return &Error{Class: class, Reason: reason, Err: fmt.Errorf(format, args...)}
+}
+
+// ClassOf returns the class of err: the class of the first *Error in its
+// chain, or Transient when there is none (an unclassified error is assumed
+// to be worth a retry, never a dead-letter).
+func ClassOf(err error) Class {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Class
+	}
+	return Transient
+}
+
+// ReasonOf returns the reason of the first *Error in err's chain, or
+// ReasonOther.
+func ReasonOf(err error) Reason {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ReasonOther
+}

@@ -1,0 +1,70 @@
+// Package mailtype holds the domain words every part of mailsvc shares: the
+// status of a mail, the event types it consumes and emits, and the closed
+// classification of errors (class and reason) that drives retries,
+// dead-letter headers and metric labels. It imports only the standard library.
+package mailtype
+
+// Status is the state of a row in table mail (DESIGN.md section 5).
+type Status string
+
+// The six states of a mail. Terminal states are Sent, Failed and Cancelled;
+// Unknown is terminal until an operator reconciles it.
+const (
+	StatusPending   Status = "pending"
+	StatusSending   Status = "sending"
+	StatusSent      Status = "sent"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+	StatusUnknown   Status = "unknown"
+)
+
+// Statuses lists every status, in the order dashboards show them.
+var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusFailed, StatusCancelled, StatusUnknown}
+
+// Terminal reports whether no worker will touch a mail in this status again.
+func (s Status) Terminal() bool {
+	return s == StatusSent || s == StatusFailed || s == StatusCancelled || s == StatusUnknown
+}
+
+// EventType is the event_type field of an input or output event.
+type EventType string
+
+// Input event types (DESIGN.md section 3).
+const (
+	OrderConfirmed EventType = "OrderConfirmed"
+	OrderCancelled EventType = "OrderCancelled"
+)
+
+// Output event types, published on mail.events (DESIGN.md section 4).
+const (
+	EmailSent          EventType = "EmailSent"
+	EmailFailed        EventType = "EmailFailed"
+	EmailCancelled     EventType = "EmailCancelled"
+	EmailCancelTooLate EventType = "EmailCancelTooLate"
+	EmailUnknown       EventType = "EmailUnknown"
+)
+
+// OutputEventTypes lists every event type mailsvc publishes.
+var OutputEventTypes = []EventType{EmailSent, EmailFailed, EmailCancelled, EmailCancelTooLate, EmailUnknown}
+
+// RoutingKey returns the routing key an output event is published with on
+// mail.events, or "" for an event type mailsvc does not publish.
+func (t EventType) RoutingKey() string {
+	switch t {
+	case EmailSent:
+		return "email.sent"
+	case EmailFailed:
+		return "email.failed"
+	case EmailCancelled:
+		return "email.cancelled"
+	case EmailCancelTooLate:
+		return "email.cancel_too_late"
+	case EmailUnknown:
+		return "email.unknown"
+	}
+	return ""
+}
+
+// ConfirmationKey returns the dedupe key of the confirmation mail of an order,
+// the key an OrderCancelled cancels or tombstones (DESIGN.md section 3).
+func ConfirmationKey(orderID string) string { return "order-confirmed:" + orderID }

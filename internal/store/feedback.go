@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// Feedback is one output event (DESIGN.md section 4) to be written to the
+// outbox in the same transaction as the state change it reports. It never
+// carries a recipient address or a secret.
+type Feedback struct {
+	Type              mailtype.EventType
+	DedupeKey         string
+	OrderID           string
+	Template          string
+	Status            mailtype.Status
+	Attempts          int
+	Provider          string
+	ProviderMessageID string
+	// SourceEventID is the input event that caused this outcome, if any.
+	SourceEventID string
+	// ErrorClass, ErrorReason and Error are set for failures; Error must
+	// already be sanitized (mailtype.Sanitize).
+	ErrorClass  mailtype.Class
+	ErrorReason mailtype.Reason
+	Error       string
+}
+
+// feedbackEnvelope is the JSON body published on mail.events.
+type feedbackEnvelope struct {
+	EventID    string       `json:"event_id"`
+	EventType  string       `json:"event_type"`
+	Version    int          `json:"version"`
+	OccurredAt time.Time    `json:"occurred_at"`
+	DedupeKey  string       `json:"dedupe_key"`
+	Data       feedbackData `json:"data"`
+}
+
+type feedbackData struct {
+	OrderID           string `json:"order_id"`
+	Template          string `json:"template"`
+	Status            string `json:"status"`
+	Attempts          int    `json:"attempts"`
+	Provider          string `json:"provider"`
+	ProviderMessageID string `json:"provider_message_id"`
+	SourceEventID     string `json:"source_event_id,omitempty"`
+	ErrorClass        string `json:"error_class,omitempty"`
+	ErrorReason       string `json:"error_reason,omitempty"`
+	Error             string `json:"error,omitempty"`
+}
+
+const insertOutboxSQL = `
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// insertFeedback writes f as an outbox row inside tx. The event_id is a
+// fresh UUIDv7, made now (not at publish), so a re-publish carries the same
+// id. The caller commits.
+func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("new event id: %w", err)
+	}
+	now := time.Now().UTC()
+	env := feedbackEnvelope{
+		EventID: id.String(), EventType: string(f.Type), Version: 1, OccurredAt: now, DedupeKey: f.DedupeKey,
+		Data: feedbackData{
+			OrderID: f.OrderID, Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
+			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
+			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
+		},
+	}
+	body, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("encode feedback: %w", err)
+	}
+	_, err = tx.Exec(ctx, insertOutboxSQL, id, s.eventsExchange, f.Type.RoutingKey(), string(f.Type), f.OrderID, f.DedupeKey, body, now)
+	if err != nil {
+		return fmt.Errorf("insert outbox %s: %w", f.Type, interpretError(err))
+	}
+	return nil
+}

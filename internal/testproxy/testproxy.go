@@ -1,0 +1,89 @@
+// Package testproxy puts a TCP proxy (Shopify's toxiproxy, as a library)
+// between mailsvc and a real server, so a test can cut the connection and
+// restore it without touching the shared server.
+package testproxy
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/rs/zerolog"
+)
+
+// Proxy forwards a loopback port to an upstream address.
+type Proxy struct {
+	mu sync.Mutex
+	p  *toxiproxy.Proxy
+	up bool
+	// Addr is host:port of the proxy's listener; it stays the same across
+	// Cut and Restore.
+	Addr string
+}
+
+// New starts a proxy to upstream (host:port) on a free loopback port and
+// stops it in t.Cleanup.
+func New(t testing.TB, upstream string) *Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.New(io.Discard))
+	p := toxiproxy.NewProxy(srv, "p-"+upstream, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatalf("start proxy to %s: %v", upstream, err)
+	}
+	px := &Proxy{p: p, up: true, Addr: p.Listen}
+	t.Cleanup(px.Cut)
+	return px
+}
+
+// Cut closes every proxied connection and refuses new ones, like a server
+// that went away. Safe to call twice.
+func (px *Proxy) Cut() {
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if px.up {
+		px.p.Stop()
+		px.up = false
+	}
+}
+
+// Restore accepts connections again on the same address.
+func (px *Proxy) Restore(t testing.TB) {
+	t.Helper()
+	px.mu.Lock()
+	defer px.mu.Unlock()
+	if px.up {
+		return
+	}
+	px.p.Listen = px.Addr
+	if err := px.p.Start(); err != nil {
+		t.Fatalf("restore proxy on %s: %v", px.Addr, err)
+	}
+	px.up = true
+}
+
+// RewriteURL returns rawURL with its host:port replaced by the proxy's.
+func (px *Proxy) RewriteURL(t testing.TB, rawURL string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", rawURL, err)
+	}
+	u.Host = px.Addr
+	return u.String()
+}
+
+// HostPort returns the host:port of rawURL, defaulting the port to def.
+func HostPort(t testing.TB, rawURL, def string) string {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatalf("parse %s: %v", rawURL, err)
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), def)
+	}
+	return u.Host
+}
