@@ -1,0 +1,47 @@
+package broker
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Roles of an AMQP connection, the label values of mailsvc_amqp_connected.
+const (
+	RoleConsumer = "consumer"
+	RoleRelay    = "relay"
+)
+
+// Metrics holds mailsvc_amqp_connected. Build it once per registry (the
+// app shares it between the consumer and the relay).
+type Metrics struct {
+	// Connected is 1 while the connection of a role is open, else 0.
+	Connected *prometheus.GaugeVec
+}
+
+// NewMetrics registers the broker metrics on reg, with both roles
+// pre-initialized to 0. It panics if they are already registered on reg
+// (a wiring bug).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "mailsvc_amqp_connected",
+		Help: "1 while the AMQP connection of the role is open, else 0.",
+	}, []string{"role"})}
+	for _, r := range []string{RoleConsumer, RoleRelay} {
+		m.Connected.WithLabelValues(r).Set(0)
+	}
+	reg.MustRegister(m.Connected)
+	return m
+}
+
+// OnState returns a Supervise onState callback that sets the gauge of role.
+// A nil *Metrics gives a no-op callback.
+func (m *Metrics) OnState(role string) func(bool) {
+	if m == nil {
+		return func(bool) {}
+	}
+	g := m.Connected.WithLabelValues(role)
+	return func(up bool) {
+		if up {
+			g.Set(1)
+		} else {
+			g.Set(0)
+		}
+	}
+}
