@@ -13,8 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 // Component is a long-lived part of the daemon. Start returns once the part
@@ -63,6 +65,15 @@ type wiring struct {
 	fatal chan error
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
+	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected).
+	brokerMetrics *broker.Metrics
+	// templates renders mails; built once.
+	templates *templates.Registry
+	// wakeSender and wakeRelay signal, in process, that the consumer wrote a
+	// mail row or that anyone wrote an outbox row; no-ops until the sender
+	// and the relay are wired.
+	wakeSender func()
+	wakeRelay  func()
 }
 
 // build constructs every component in start order.
@@ -71,8 +82,21 @@ func (w *wiring) build() ([]named, error) {
 		ReadyCheck{Name: "database", Check: w.store.Ping},
 		ReadyCheck{Name: "schema", Check: w.store.CheckSchema},
 	)
-	var parts []named
-	parts = append(parts, named{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), w.ready, w.log)})
+	w.brokerMetrics = broker.NewMetrics(w.reg)
+	w.wakeSender, w.wakeRelay = func() {}, func() {}
+	tmpl, err := templates.New(templates.Options{Dir: w.cfg.Templates.Dir, DefaultLocale: w.cfg.Templates.DefaultLocale, TimeZone: w.cfg.Templates.TimeZone})
+	if err != nil {
+		return nil, fmt.Errorf("load templates: %w", err)
+	}
+	w.templates = tmpl
+	// Start order: http first (probes answer during start-up), then the
+	// relay, the sender and the consumer last; stop runs in reverse, so the
+	// consumer stops taking deliveries first and the relay flushes last.
+	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), w.ready, w.log)}}
+	// relay (issue 5): append it here and set w.wakeRelay.
+	// sender (issue 4): append it here and set w.wakeSender.
+	// consumer (issue 3): append it here; it calls w.wakeSender and w.wakeRelay.
+	// stats (issue 7): append the periodic gauges collector here.
 	return parts, nil
 }
 
