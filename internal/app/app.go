@@ -92,7 +92,7 @@ func (w *wiring) build() ([]named, error) {
 	// Start order: http first (probes answer during start-up), then the
 	// relay, the sender and the consumer last; stop runs in reverse, so the
 	// consumer stops taking deliveries first and the relay flushes last.
-	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), w.ready, w.log)}}
+	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)}}
 	// relay (issue 5): append it here and set w.wakeRelay.
 	// sender (issue 4): append it here and set w.wakeSender.
 	// consumer (issue 3): append it here; it calls w.wakeSender and w.wakeRelay.

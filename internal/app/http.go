@@ -26,7 +26,8 @@ type httpServer struct {
 	log  *slog.Logger
 }
 
-func newHTTPServer(addr string, g prometheus.Gatherer, checks []ReadyCheck, log *slog.Logger) *httpServer {
+// checks is read on every request, so checks added after construction count.
+func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -35,7 +36,7 @@ func newHTTPServer(addr string, g prometheus.Gatherer, checks []ReadyCheck, log 
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		for _, c := range checks {
+		for _, c := range *checks {
 			if err := c.Check(ctx); err != nil {
 				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "check": c.Name, "reason": err.Error()})
 				return
