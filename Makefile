@@ -7,7 +7,7 @@ LDFLAGS := -s -w -X github.com/mailsvc/mailsvc/internal/buildinfo.Version=$(VERS
 	-X github.com/mailsvc/mailsvc/internal/buildinfo.Commit=$(COMMIT)
 export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 
-.PHONY: build test vet services run bench clean
+.PHONY: build test vet services run bench clean promtool
 
 build: bin/mailsvc
 
@@ -23,8 +23,12 @@ services:
 vet:
 	$(GO) vet ./...
 
-test: services bin/mailpit vet
+test: services bin/mailpit vet promtool
 	$(GO) test -race -timeout 20m ./...
+
+# promtool: check the alert rules and run their unit tests (installs promtool when missing).
+promtool:
+	scripts/promtool.sh
 
 run: bin/mailsvc bin/mailpit
 	scripts/run.sh
