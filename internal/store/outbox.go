@@ -1,0 +1,172 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// OutboxRow is one unpublished outbox row as the relay publishes it.
+type OutboxRow struct {
+	ID         int64
+	EventID    string
+	Exchange   string
+	RoutingKey string
+	EventType  string
+	// Payload is the JSON body.
+	Payload   []byte
+	CreatedAt time.Time
+	// Attempts is the number of failed publish attempts so far.
+	Attempts int
+}
+
+// OutboxFailure is the outcome of one failed publish of row ID.
+type OutboxFailure struct {
+	ID int64
+	// Error is a sanitized description (mailtype.Sanitize), stored in
+	// last_error.
+	Error string
+	// RetryIn is the delay before the row is due again.
+	RetryIn time.Duration
+	// MayDie is false for a failure the row did not cause (the broker
+	// connection went away, or the broker confirmed nothing in time): the
+	// attempt is counted but never makes the row dead, so a broker outage
+	// cannot kill the backlog.
+	MayDie bool
+}
+
+// OutboxAttempt is a row after RecordOutboxResults counted a failed attempt.
+type OutboxAttempt struct {
+	ID        int64
+	EventID   string
+	EventType string
+	Attempts  int
+	// Dead reports that dead_at was set: the relay gives up on the row.
+	Dead bool
+}
+
+// fetchOutboxSQL takes due rows oldest first. A row waits while an earlier
+// row of the same order is unpublished and alive (not dead), so one order's
+// events go out in write order and a batch holds at most one row per
+// order; rows without an order id (NULL or '') are never held back.
+const fetchOutboxSQL = `
+SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, o.payload::text, o.created_at, o.attempts
+FROM outbox o
+WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox p
+      WHERE p.order_id = o.order_id AND o.order_id <> '' AND p.id < o.id
+        AND p.published_at IS NULL AND p.dead_at IS NULL)
+ORDER BY o.id
+LIMIT $1`
+
+// FetchOutbox returns at most limit due, unpublished, live rows, oldest
+// first, at most one per order (see fetchOutboxSQL). Errors are classified
+// transient (mailtype.ReasonDatabase) when the connection failed.
+func (r *RelaySession) FetchOutbox(ctx context.Context, limit int) ([]OutboxRow, error) {
+	rows, err := r.conn.Query(ctx, fetchOutboxSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("fetch outbox: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
+		var o OutboxRow
+		var payload string
+		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &payload, &o.CreatedAt, &o.Attempts)
+		o.Payload = []byte(payload)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fetch outbox: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+const markPublishedSQL = `
+UPDATE outbox SET published_at = now()
+WHERE id = ANY($1) AND published_at IS NULL`
+
+// markFailedSQL counts one failed attempt per row; the row dies when the
+// attempt reaches maxAttempts and the failure was the row's own.
+const markFailedSQL = `
+UPDATE outbox o SET
+    attempts = o.attempts + 1,
+    last_error = f.err,
+    next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
+    dead_at = CASE WHEN o.attempts + 1 >= $5 AND f.may_die THEN now() END
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f(id, err, delay_ms, may_die)
+WHERE o.id = f.id AND o.published_at IS NULL AND o.dead_at IS NULL
+RETURNING o.id, o.event_id::text, o.event_type, o.attempts, o.dead_at IS NOT NULL`
+
+// RecordOutboxResults marks the rows in published as published (only rows
+// whose publish the broker acked belong there) and counts a failed attempt
+// for each failure, setting dead_at once a row's attempts reach
+// maxAttempts. Both writes commit together in one short transaction, run
+// after the confirms (never while waiting on the broker). It returns the
+// failed rows after the update; rows already published are left alone.
+// Errors are classified transient when the connection failed, and then
+// nothing was written.
+func (r *RelaySession) RecordOutboxResults(ctx context.Context, published []int64, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
+	if len(failed) == 0 {
+		if len(published) == 0 {
+			return nil, nil
+		}
+		// One autocommit statement: the common case costs one round trip.
+		if _, err := r.conn.Exec(ctx, markPublishedSQL, published); err != nil {
+			return nil, fmt.Errorf("mark outbox published: %w", interpretError(err))
+		}
+		return nil, nil
+	}
+	var attempts []OutboxAttempt
+	err := pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
+		if len(published) > 0 {
+			if _, err := tx.Exec(ctx, markPublishedSQL, published); err != nil {
+				return fmt.Errorf("mark outbox published: %w", err)
+			}
+		}
+		var err error
+		attempts, err = markFailed(ctx, tx, failed, maxAttempts)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record outbox results: %w", interpretError(err))
+	}
+	return attempts, nil
+}
+
+func markFailed(ctx context.Context, tx pgx.Tx, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
+	n := len(failed)
+	ids, errs, delays, mayDie := make([]int64, n), make([]string, n), make([]int64, n), make([]bool, n)
+	for i, f := range failed {
+		ids[i], errs[i], delays[i], mayDie[i] = f.ID, f.Error, f.RetryIn.Milliseconds(), f.MayDie
+	}
+	rows, err := tx.Query(ctx, markFailedSQL, ids, errs, delays, mayDie, maxAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("mark outbox failed: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxAttempt, error) {
+		var a OutboxAttempt
+		err := row.Scan(&a.ID, &a.EventID, &a.EventType, &a.Attempts, &a.Dead)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark outbox failed: %w", err)
+	}
+	return out, nil
+}
+
+const deletePublishedSQL = `
+DELETE FROM outbox WHERE id IN (
+    SELECT id FROM outbox WHERE published_at < $1 ORDER BY published_at LIMIT $2)`
+
+// DeletePublishedOutbox deletes at most limit rows published before
+// before, oldest first, and returns how many it deleted. Unpublished and
+// dead rows are never deleted. Call it again while it returns limit.
+func (r *RelaySession) DeletePublishedOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
+	tag, err := r.conn.Exec(ctx, deletePublishedSQL, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("delete published outbox rows: %w", interpretError(err))
+	}
+	return tag.RowsAffected(), nil
+}

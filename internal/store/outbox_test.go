@@ -1,0 +1,244 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+)
+
+type outboxBundle struct {
+	sc   *storetest.Schema
+	sess *store.RelaySession
+}
+
+func setupOutbox(t *testing.T) *outboxBundle {
+	t.Helper()
+	sc := storetest.New(t)
+	sess, err := sc.Store.OpenRelaySession(testCtx(t), "relay-"+sc.Name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sess.Close() })
+	return &outboxBundle{sc: sc, sess: sess}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func feedback(orderID string) store.Feedback {
+	return store.Feedback{
+		Type: mailtype.EmailSent, DedupeKey: mailtype.ConfirmationKey(orderID), OrderID: orderID,
+		Template: "order_confirmed", Status: mailtype.StatusSent, Attempts: 1, Provider: "smtp",
+	}
+}
+
+// rowIDs returns the ids of the outbox rows of orderID, oldest first.
+func (b *outboxBundle) rowIDs(t *testing.T, orderID string) []int64 {
+	t.Helper()
+	n := b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE order_id = $1`, orderID)
+	ids := make([]int64, 0, n)
+	for i := int64(0); i < n; i++ {
+		ids = append(ids, b.sc.QueryInt(t, `SELECT id FROM outbox WHERE order_id = $1 ORDER BY id OFFSET $2 LIMIT 1`, orderID, i))
+	}
+	return ids
+}
+
+func fetchIDs(t *testing.T, sess *store.RelaySession, limit int) []int64 {
+	t.Helper()
+	rows, err := sess.FetchOutbox(testCtx(t), limit)
+	require.NoError(t, err)
+	ids := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	return ids
+}
+
+func TestFetchOutboxKeepsOneOrderInWriteOrder(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2"), feedback("1"), feedback("")))
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("")))
+	a, bID := b.rowIDs(t, "1"), b.rowIDs(t, "2")
+	none := b.rowIDs(t, "")
+	require.Len(t, a, 2)
+	require.Len(t, none, 2)
+
+	// a[1] waits behind a[0]; rows without an order id never wait.
+	require.Equal(t, []int64{a[0], bID[0], none[0], none[1]}, fetchIDs(t, b.sess, 10))
+	require.Equal(t, []int64{a[0], bID[0]}, fetchIDs(t, b.sess, 2))
+
+	rows, err := b.sess.FetchOutbox(ctx, 1)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	r := rows[0]
+	require.Equal(t, "email.sent", r.RoutingKey)
+	require.Equal(t, "EmailSent", r.EventType)
+	require.Equal(t, "mail.events", r.Exchange)
+	require.Equal(t, 0, r.Attempts)
+	require.Contains(t, string(r.Payload), `"event_id": "`+r.EventID+`"`)
+
+	// Publishing a[0] releases a[1].
+	_, err = b.sess.RecordOutboxResults(ctx, []int64{a[0], bID[0]}, nil, 3)
+	require.NoError(t, err)
+	require.Equal(t, []int64{a[1], none[0], none[1]}, fetchIDs(t, b.sess, 10))
+	require.Equal(t, int64(2), b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE published_at IS NOT NULL`))
+}
+
+func TestRecordOutboxResultsCountsAttemptsAndKills(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("1"), feedback("2")))
+	a, other := b.rowIDs(t, "1"), b.rowIDs(t, "2")[0]
+
+	fail := func(id int64, mayDie bool) []store.OutboxAttempt {
+		got, err := b.sess.RecordOutboxResults(ctx, nil, []store.OutboxFailure{{ID: id, Error: "unroutable: no queue", MayDie: mayDie}}, 2)
+		require.NoError(t, err)
+		return got
+	}
+	got := fail(a[0], true)
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].Attempts)
+	require.False(t, got[0].Dead)
+	require.Equal(t, []int64{a[0], other}, fetchIDs(t, b.sess, 10), "still held: a[1] waits")
+
+	got = fail(a[0], true)
+	require.True(t, got[0].Dead)
+	require.Equal(t, 2, got[0].Attempts)
+	require.Equal(t, "EmailSent", got[0].EventType)
+	require.Equal(t, []int64{a[1], other}, fetchIDs(t, b.sess, 10), "a dead row holds nothing back")
+	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL AND last_error = 'unroutable: no queue' AND published_at IS NULL`))
+
+	// An outage failure counts the attempt but never kills.
+	for i := 1; i <= 3; i++ {
+		got = fail(other, false)
+		require.Equal(t, i, got[0].Attempts)
+		require.False(t, got[0].Dead)
+	}
+	// A dead row is not counted again; a published row is not touched.
+	_, err := b.sess.RecordOutboxResults(ctx, []int64{a[1]}, nil, 2)
+	require.NoError(t, err)
+	got, err = b.sess.RecordOutboxResults(ctx, nil, []store.OutboxFailure{{ID: a[0], MayDie: true}, {ID: a[1], MayDie: true}}, 2)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
+
+func TestRecordOutboxResultsDelaysRetry(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2")))
+	one, two := b.rowIDs(t, "1")[0], b.rowIDs(t, "2")[0]
+	_, err := b.sess.RecordOutboxResults(ctx, nil, []store.OutboxFailure{{ID: one, RetryIn: time.Hour, MayDie: true}}, 5)
+	require.NoError(t, err)
+	require.Equal(t, []int64{two}, fetchIDs(t, b.sess, 10))
+	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE id = $1 AND next_attempt_at > now() + interval '59 minutes'`, one))
+}
+
+func TestDeletePublishedOutboxInBatches(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	fs := make([]store.Feedback, 7)
+	for i := range fs {
+		fs[i] = feedback("")
+	}
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, fs...))
+	// 5 published long ago, 1 published now, 1 dead and never published.
+	b.sc.Exec(t, `UPDATE outbox SET published_at = now() - interval '30 days' WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 5)`)
+	b.sc.Exec(t, `UPDATE outbox SET published_at = now() WHERE id = (SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)`)
+	b.sc.Exec(t, `UPDATE outbox SET dead_at = now() - interval '30 days', attempts = 10 WHERE published_at IS NULL`)
+
+	before := time.Now().Add(-14 * 24 * time.Hour)
+	for _, want := range []int64{2, 2, 1, 0} {
+		n, err := b.sess.DeletePublishedOutbox(ctx, before, 2)
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+	}
+	require.Equal(t, int64(2), b.sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL`))
+}
+
+func TestRelayLockIsExclusivePerSchema(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	other, err := b.sc.Store.OpenRelaySession(ctx, "relay-test-2")
+	require.NoError(t, err)
+	defer other.Close()
+
+	held, err := b.sess.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	held, err = b.sess.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, held, "the holder asking again still holds it")
+	held, err = other.TryLock(ctx)
+	require.NoError(t, err)
+	require.False(t, held)
+
+	// Another schema in the same database has its own relay lock.
+	third := setupOutbox(t)
+	held, err = third.sess.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+
+	require.NoError(t, b.sess.Close())
+	held, err = other.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, held, "closing the holder's connection releases the lock")
+}
+
+func TestRelaySessionDropReleasesLock(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	held, err := b.sess.TryLock(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	other, err := b.sc.Store.OpenRelaySession(ctx, "relay-other-"+b.sc.Name)
+	require.NoError(t, err)
+	defer other.Close()
+	held, err = other.TryLock(ctx)
+	require.NoError(t, err)
+	require.False(t, held)
+
+	// The server ends the holder's backend, as when its connection drops.
+	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM (SELECT pid FROM pg_stat_activity WHERE application_name = $1 OFFSET 0) x WHERE pg_terminate_backend(x.pid)`, "relay-"+b.sc.Name))
+	_, err = b.sess.FetchOutbox(ctx, 1)
+	require.Error(t, err)
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
+	require.Eventually(t, func() bool {
+		held, err := other.TryLock(ctx)
+		return err == nil && held
+	}, 10*time.Second, 20*time.Millisecond)
+}
+
+func TestOutboxListenerWakesOnInsert(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	l, err := b.sc.Store.ListenOutbox(ctx, "relay-listen-test")
+	require.NoError(t, err)
+	defer l.Close()
+	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2")))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, l.Wait(wctx))
+
+	// Nothing else written: the wait ends with the context's error.
+	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel2()
+	err = l.Wait(short)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
+}
