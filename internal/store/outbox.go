@@ -50,7 +50,7 @@ type OutboxAttempt struct {
 // fetchOutboxSQL takes due rows oldest first. A row waits while an earlier
 // row of the same order is unpublished and alive (not dead), so one order's
 // events go out in write order and a batch holds at most one row per
-// order; rows without an order id (NULL or ”) are never held back.
+// order; rows without an order id (NULL or empty) are never held back.
 const fetchOutboxSQL = `
 SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, o.payload::text, o.created_at, o.attempts
 FROM outbox o
