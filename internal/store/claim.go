@@ -1,0 +1,161 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrLeaseLost is returned by every write to a claimed row when the row is
+// no longer `sending` with the caller's fencing token: its lease expired and
+// another worker reclaimed it, or it was finished already. The caller must
+// record nothing else about the row (DESIGN.md section 5, invariant 4).
+var ErrLeaseLost = errors.New("lease lost: the row has another owner or is finished")
+
+// Fence identifies one claim of a row: the row id and the attempts value
+// the claim set, which is the fencing token every later write is
+// conditioned on.
+type Fence struct {
+	ID    int64
+	Token int
+}
+
+// ClaimParams configures ClaimMails.
+type ClaimParams struct {
+	// Limit is the most rows one claim takes; it must be positive.
+	Limit int
+	// Lease is how long the claim owns each row (locked_until = now() +
+	// Lease, on the database clock).
+	Lease time.Duration
+	// Worker is written to locked_by, for operators.
+	Worker string
+	// MaxAttempts bounds reclaims: a row whose lease expired with attempts
+	// >= MaxAttempts is left to the janitor, which fails it.
+	MaxAttempts int
+}
+
+// ClaimedMail is one row a claim took, with everything a provider needs to
+// send it. Content (subject, bodies, Message-ID) was rendered once by the
+// consumer; every attempt sends exactly these bytes.
+type ClaimedMail struct {
+	Fence
+	// Reclaimed is true when the row was `sending` with an expired lease:
+	// a previous attempt ended without recording an outcome.
+	Reclaimed bool
+	// EventID is the input event that created the row ("" never happens for
+	// a claimable row, tombstones are never pending).
+	EventID   string
+	DedupeKey string
+	OrderID   string
+	Template  string
+	Locale    string
+	ToEmail   string
+	// ToName is the recipient's display name from the event payload
+	// (customer_name), "" when absent.
+	ToName    string
+	Subject   string
+	BodyText  string
+	BodyHTML  string
+	MessageID string
+	CreatedAt time.Time
+	// FirstAttemptAt is when the first attempt of the row was claimed
+	// (provider idempotency windows count from here).
+	FirstAttemptAt time.Time
+	// LockedUntil is the lease end on the database clock.
+	LockedUntil time.Time
+}
+
+// claimSQL takes at most $1 rows in one statement (DESIGN.md section 5).
+// Both CTEs are MATERIALIZED and carry their own LIMIT, so the rows they
+// lock are computed once and can never exceed the bound, whatever the plan
+// (an `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` may be re-run per
+// outer row and take more). Expired leases go first and the due rows fill
+// the rest of the batch. Each CTE is an ordered scan of its own partial
+// index (mail_sending_lease_idx, mail_pending_due_idx), which holds only
+// rows with work left, so the cost does not grow with finished rows.
+// Rows with cancel_requested are never taken: a cancelled mail is not
+// retried.
+const claimSQL = `
+WITH expired AS MATERIALIZED (
+    SELECT id FROM mail
+    WHERE status = 'sending' AND locked_until < now()
+      AND NOT cancel_requested AND attempts < $4
+    ORDER BY locked_until, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), due AS MATERIALIZED (
+    SELECT id FROM mail
+    WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now()
+    ORDER BY send_after, id
+    LIMIT $1 - (SELECT count(*) FROM expired)
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT id, true AS reclaimed FROM expired
+    UNION ALL
+    SELECT id, false FROM due
+)
+UPDATE mail m SET
+    status = 'sending',
+    attempts = m.attempts + 1,
+    locked_until = now() + $2::interval,
+    locked_by = $3,
+    first_attempt_at = COALESCE(m.first_attempt_at, now()),
+    updated_at = now()
+FROM picked p
+WHERE m.id = p.id
+RETURNING m.id, m.attempts, p.reclaimed, COALESCE(m.event_id::text, ''), m.dedupe_key,
+    m.order_id, m.template, m.locale, m.to_email,
+    COALESCE(m.payload->>'customer_name', m.payload#>>'{data,customer_name}', ''),
+    m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_attempt_at,
+    m.locked_until`
+
+// ClaimMails takes up to p.Limit due rows in one short autocommit
+// statement: due `pending` rows and `sending` rows whose lease expired,
+// never rows with cancel_requested, skipping rows other claimers hold. Each
+// taken row becomes `sending` with attempts+1 (the fencing token),
+// locked_until and locked_by set. Rows come back in no particular order.
+// Errors are classified (a transient *mailtype.Error with ReasonDatabase
+// when the database is unreachable).
+func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, error) {
+	if p.Limit <= 0 {
+		return nil, fmt.Errorf("claim mails: limit %d must be positive", p.Limit)
+	}
+	rows, err := s.pool.Query(ctx, claimSQL, p.Limit, p.Lease, p.Worker, p.MaxAttempts)
+	if err != nil {
+		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
+	}
+	defer rows.Close()
+	out := make([]ClaimedMail, 0, p.Limit)
+	for rows.Next() {
+		var m ClaimedMail
+		if err := rows.Scan(&m.ID, &m.Token, &m.Reclaimed, &m.EventID, &m.DedupeKey, &m.OrderID,
+			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.Subject, &m.BodyText, &m.BodyHTML,
+			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil); err != nil {
+			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
+	}
+	return out, nil
+}
+
+const renewSQL = `
+UPDATE mail SET locked_until = now() + $3::interval, updated_at = now()
+WHERE id = $1 AND status = 'sending' AND attempts = $2`
+
+// RenewLease extends the lease of a claimed row to now() + lease (database
+// clock), so that a slow but alive worker is not overtaken. It returns
+// ErrLeaseLost when the fence no longer holds.
+func (s *Store) RenewLease(ctx context.Context, f Fence, lease time.Duration) error {
+	tag, err := s.pool.Exec(ctx, renewSQL, f.ID, f.Token, lease)
+	if err != nil {
+		return fmt.Errorf("renew lease of mail %d: %w", f.ID, interpretError(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
