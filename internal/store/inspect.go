@@ -1,0 +1,179 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// MailView is one mail row as an operator sees it (`mailsvc mail show`),
+// with the feedback events written for it. Optional columns that are NULL
+// read as "" or a nil time.
+type MailView struct {
+	ID                int64           `json:"id"`
+	EventID           string          `json:"event_id"` // "" for a tombstone
+	DedupeKey         string          `json:"dedupe_key"`
+	OrderID           string          `json:"order_id"`
+	Template          string          `json:"template"`
+	Locale            string          `json:"locale"`
+	ToEmail           string          `json:"to_email"`
+	Subject           string          `json:"subject"`
+	MessageID         string          `json:"message_id"`
+	Status            mailtype.Status `json:"status"`
+	CancelRequested   bool            `json:"cancel_requested"`
+	CancelEventID     string          `json:"cancel_event_id,omitempty"`
+	Attempts          int             `json:"attempts"`
+	LockedUntil       *time.Time      `json:"locked_until,omitempty"`
+	LockedBy          string          `json:"locked_by,omitempty"`
+	SendAfter         time.Time       `json:"send_after"`
+	FirstAttemptAt    *time.Time      `json:"first_attempt_at,omitempty"`
+	Provider          string          `json:"provider,omitempty"`
+	ProviderMessageID string          `json:"provider_message_id,omitempty"`
+	LastError         string          `json:"last_error,omitempty"`
+	OccurredAt        *time.Time      `json:"occurred_at,omitempty"`
+	CreatedAt         time.Time       `json:"created_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+	SentAt            *time.Time      `json:"sent_at,omitempty"`
+	Feedback          []FeedbackView  `json:"feedback"`
+}
+
+// FeedbackView is one outbox row (a feedback event on mail.events) of a mail.
+type FeedbackView struct {
+	EventID     string             `json:"event_id"`
+	EventType   mailtype.EventType `json:"event_type"`
+	RoutingKey  string             `json:"routing_key"`
+	CreatedAt   time.Time          `json:"created_at"`
+	PublishedAt *time.Time         `json:"published_at,omitempty"`
+	Attempts    int                `json:"attempts"`
+	LastError   string             `json:"last_error,omitempty"`
+	DeadAt      *time.Time         `json:"dead_at,omitempty"`
+}
+
+const mailViewColumns = `
+id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_email, subject,
+message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
+locked_until, COALESCE(locked_by, ''), send_after, first_attempt_at, COALESCE(provider, ''),
+COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
+updated_at, sent_at`
+
+const feedbackViewSQL = `
+SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
+       COALESCE(last_error, ''), dead_at
+FROM outbox WHERE dedupe_key = $1 ORDER BY id`
+
+func scanMailView(row pgx.Row) (MailView, error) {
+	var m MailView
+	err := row.Scan(&m.ID, &m.EventID, &m.DedupeKey, &m.OrderID, &m.Template, &m.Locale, &m.ToEmail,
+		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
+		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
+		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt)
+	return m, err
+}
+
+// MailByKey returns the mail with dedupeKey and its feedback events, oldest
+// first. It returns ErrNotFound when no row has that key, and a transient
+// *mailtype.Error (ReasonDatabase) when the database is unreachable.
+func (s *Store) MailByKey(ctx context.Context, dedupeKey string) (MailView, error) {
+	m, err := scanMailView(s.pool.QueryRow(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE dedupe_key = $1", dedupeKey))
+	if err != nil {
+		return MailView{}, fmt.Errorf("read mail %q: %w", dedupeKey, interpretError(err))
+	}
+	if m.Feedback, err = s.feedbackOf(ctx, dedupeKey); err != nil {
+		return MailView{}, err
+	}
+	return m, nil
+}
+
+// MailsByOrder returns every mail of orderID (the confirmation, its
+// resends, tombstones) in creation order, each with its feedback events.
+// No mail gives an empty slice and a nil error.
+func (s *Store) MailsByOrder(ctx context.Context, orderID string) ([]MailView, error) {
+	rows, err := s.pool.Query(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE order_id = $1 ORDER BY id", orderID)
+	if err != nil {
+		return nil, fmt.Errorf("read mails of order %q: %w", orderID, interpretError(err))
+	}
+	mails, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (MailView, error) { return scanMailView(r) })
+	if err != nil {
+		return nil, fmt.Errorf("read mails of order %q: %w", orderID, interpretError(err))
+	}
+	for i := range mails {
+		if mails[i].Feedback, err = s.feedbackOf(ctx, mails[i].DedupeKey); err != nil {
+			return nil, err
+		}
+	}
+	return mails, nil
+}
+
+func (s *Store) feedbackOf(ctx context.Context, dedupeKey string) ([]FeedbackView, error) {
+	rows, err := s.pool.Query(ctx, feedbackViewSQL, dedupeKey)
+	if err != nil {
+		return nil, fmt.Errorf("read feedback of %q: %w", dedupeKey, interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FeedbackView, error) {
+		var f FeedbackView
+		err := r.Scan(&f.EventID, &f.EventType, &f.RoutingKey, &f.CreatedAt, &f.PublishedAt, &f.Attempts, &f.LastError, &f.DeadAt)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read feedback of %q: %w", dedupeKey, interpretError(err))
+	}
+	return out, nil
+}
+
+// Stats is a snapshot of the database-derived gauges (DESIGN.md section 7).
+type Stats struct {
+	// Mails counts mail rows per status; every status of
+	// mailtype.Statuses is present, 0 when no row has it.
+	Mails map[mailtype.Status]int64
+	// OldestPendingAge is the age (now - created_at) of the oldest pending
+	// mail, backoff waits included; 0 when none is pending.
+	OldestPendingAge time.Duration
+	// OutboxPending counts outbox rows neither published nor dead.
+	OutboxPending int64
+	// OutboxOldestAge is the age of the oldest of those; 0 when none.
+	OutboxOldestAge time.Duration
+	// OutboxDead counts outbox rows the relay gave up on (dead_at set).
+	OutboxDead int64
+}
+
+// statsSQL computes every gauge in one round trip. The mail count by
+// status reads the whole table (index-only on mail_status_idx, migration
+// 00040); the other parts read partial indexes that hold only rows with
+// work left, so their cost does not grow with finished rows.
+const statsSQL = `
+SELECT
+  (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (SELECT status, count(*) AS n FROM mail GROUP BY status) c),
+  (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM mail WHERE status = 'pending' AND NOT cancel_requested),
+  (SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
+  (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
+  (SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL)`
+
+// Stats reads the snapshot of the database-derived gauges in one
+// statement. It returns a transient *mailtype.Error (ReasonDatabase) when
+// the database is unreachable.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	var counts map[string]int64
+	var pendingAge, outboxAge float64
+	st := Stats{Mails: make(map[mailtype.Status]int64, len(mailtype.Statuses))}
+	err := s.pool.QueryRow(ctx, statsSQL).Scan(&counts, &pendingAge, &st.OutboxPending, &outboxAge, &st.OutboxDead)
+	if err != nil {
+		return Stats{}, fmt.Errorf("read stats: %w", interpretError(err))
+	}
+	for _, status := range mailtype.Statuses {
+		st.Mails[status] = counts[string(status)]
+	}
+	st.OldestPendingAge = secondsToDuration(pendingAge)
+	st.OutboxOldestAge = secondsToDuration(outboxAge)
+	return st, nil
+}
+
+func secondsToDuration(s float64) time.Duration {
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}

@@ -1,0 +1,270 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// ErrWrongState is wrapped by every *StateError.
+var ErrWrongState = errors.New("the mail's state does not allow this action")
+
+// StateError says that an operator action was refused because of the
+// mail's status. It wraps ErrWrongState.
+type StateError struct {
+	DedupeKey string
+	// Status is the status that refused the action.
+	Status mailtype.Status
+	// Action is "resend" or "reconcile".
+	Action string
+	// Hint says what the operator can do instead.
+	Hint string
+}
+
+func (e *StateError) Error() string {
+	msg := fmt.Sprintf("cannot %s mail %s: it is %s", e.Action, e.DedupeKey, e.Status)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+func (e *StateError) Unwrap() error { return ErrWrongState }
+
+// ResendSuffix separates a dedupe key from the number of its resend:
+// the n-th resend of KEY is keyed KEY + ResendSuffix + n.
+const ResendSuffix = ":resend:"
+
+// resendRefusal returns the refusal for resending a mail in status st, or
+// nil when a resend is allowed (sent and failed mails).
+func resendRefusal(key string, st mailtype.Status) error {
+	hint := ""
+	switch st {
+	case mailtype.StatusSent, mailtype.StatusFailed:
+		return nil
+	case mailtype.StatusPending, mailtype.StatusSending:
+		hint = "it has not finished; wait for it (mailsvc mail show " + key + ")"
+	case mailtype.StatusUnknown:
+		hint = "it may have been delivered; decide with `mailsvc mail reconcile " + key + " --delivered|--not-delivered`"
+	case mailtype.StatusCancelled:
+		hint = "the order was cancelled"
+	}
+	return &StateError{DedupeKey: key, Status: st, Action: "resend", Hint: hint}
+}
+
+type resendSource struct {
+	orderID, template, locale, toEmail, subject, text, html string
+	status                                                  mailtype.Status
+	payload                                                 []byte
+}
+
+const lockForResendSQL = `
+SELECT order_id, template, locale, to_email, payload, subject, body_text, body_html, status
+FROM mail WHERE dedupe_key = $1 FOR UPDATE`
+
+// resendSiblingsSQL reads the earlier resends of a key through the
+// order_id index (resends copy the order id); $2 is a LIKE pattern.
+const resendSiblingsSQL = `
+SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND dedupe_key LIKE $2`
+
+const insertResendSQL = `
+INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
+                  body_text, body_html, message_id, status, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', now())`
+
+// Resend creates a new pending mail keyed KEY:resend:N (N the next free
+// number) with the content of the mail keyed dedupeKey, a fresh event id
+// and a new Message-ID (mailtype.MessageID of the new key at domain). The
+// original row is locked but never changed, so concurrent resends of one
+// key get distinct numbers. It returns the new key, ErrNotFound when no
+// mail has dedupeKey, or a *StateError when the original is not sent or
+// failed, is a tombstone, or an earlier resend of it is still pending or
+// sending (issue 7: a resend never risks a duplicate).
+func (s *Store) Resend(ctx context.Context, dedupeKey, domain string) (string, error) {
+	var newKey string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var src resendSource
+		err := tx.QueryRow(ctx, lockForResendSQL, dedupeKey).Scan(&src.orderID, &src.template, &src.locale,
+			&src.toEmail, &src.payload, &src.subject, &src.text, &src.html, &src.status)
+		if err != nil {
+			return interpretError(err)
+		}
+		if err := resendRefusal(dedupeKey, src.status); err != nil {
+			return err
+		}
+		if src.toEmail == "" {
+			return &StateError{DedupeKey: dedupeKey, Status: src.status, Action: "resend", Hint: "it is a tombstone and has no content"}
+		}
+		n, err := nextResend(ctx, tx, dedupeKey, src.orderID)
+		if err != nil {
+			return err
+		}
+		newKey = dedupeKey + ResendSuffix + strconv.Itoa(n)
+		return insertResend(ctx, tx, newKey, domain, src)
+	})
+	if err != nil {
+		return "", fmt.Errorf("resend %s: %w", dedupeKey, interpretErrorKeep(err))
+	}
+	return newKey, nil
+}
+
+// nextResend returns the next free resend number of key, or a *StateError
+// when an earlier resend has not finished.
+func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error) {
+	prefix := key + ResendSuffix
+	rows, err := tx.Query(ctx, resendSiblingsSQL, orderID, likePrefix(prefix))
+	if err != nil {
+		return 0, err
+	}
+	type sibling struct {
+		key    string
+		status mailtype.Status
+	}
+	sibs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sibling, error) {
+		var sb sibling
+		return sb, r.Scan(&sb.key, &sb.status)
+	})
+	if err != nil {
+		return 0, err
+	}
+	max := 0
+	for _, sb := range sibs {
+		if refusal := resendRefusal(sb.key, sb.status); refusal != nil && sb.status != mailtype.StatusCancelled {
+			return 0, &StateError{DedupeKey: sb.key, Status: sb.status, Action: "resend",
+				Hint: "this earlier resend of " + key + " must end sent or failed before another one"}
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(sb.key, prefix)); err == nil {
+			max = maxInt(max, n) // else a resend of a resend: KEY:resend:1:resend:1
+		}
+	}
+	return max + 1, nil
+}
+
+func insertResend(ctx context.Context, tx pgx.Tx, newKey, domain string, src resendSource) error {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return fmt.Errorf("new event id: %w", err)
+	}
+	_, err = tx.Exec(ctx, insertResendSQL, id, newKey, src.orderID, src.template, src.locale, src.toEmail,
+		src.payload, src.subject, src.text, src.html, mailtype.MessageID(newKey, domain))
+	return err
+}
+
+// likePrefix returns a LIKE pattern matching strings that start with p.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// ReconcileResult is what Reconcile did.
+type ReconcileResult struct {
+	// Status is the mail's new status.
+	Status mailtype.Status
+	// Feedback is the event written to the outbox, or "" when none.
+	Feedback mailtype.EventType
+}
+
+type reconcileRow struct {
+	orderID, template, provider, providerMsgID, eventID string
+	attempts                                            int
+	status                                              mailtype.Status
+	cancelRequested                                     bool
+}
+
+// reconcileSQL settles an unknown mail in one conditional statement: $2
+// true means delivered. A mail whose cancel was requested while it was
+// sending goes to cancelled, never back to pending (DESIGN.md section 5).
+const reconcileSQL = `
+UPDATE mail SET
+       status = CASE WHEN $2::bool THEN 'sent' WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
+       sent_at = CASE WHEN $2::bool THEN now() ELSE sent_at END,
+       send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
+WHERE dedupe_key = $1 AND status = 'unknown'
+RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
+          COALESCE(event_id::text, ''), attempts, status, cancel_requested`
+
+// Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
+// operator found out. Delivered: the mail becomes sent and an EmailSent
+// event is written (EmailCancelTooLate when a cancel was requested while
+// it was sending). Not delivered: the mail goes back to pending, due now,
+// for a new attempt (its attempts, the fencing token, are kept), or to
+// cancelled with an EmailCancelled event when a cancel was requested. It
+// returns ErrNotFound when no mail has dedupeKey and a *StateError when it
+// is not unknown.
+func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool) (ReconcileResult, error) {
+	var res ReconcileResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var r reconcileRow
+		err := tx.QueryRow(ctx, reconcileSQL, dedupeKey, delivered).Scan(&r.orderID, &r.template,
+			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status, &r.cancelRequested)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return s.reconcileRefusal(ctx, tx, dedupeKey)
+		}
+		if err != nil {
+			return err
+		}
+		res = ReconcileResult{Status: r.status, Feedback: reconcileFeedback(r.status, r.cancelRequested)}
+		if res.Feedback == "" {
+			return nil
+		}
+		return s.insertFeedback(ctx, tx, Feedback{
+			Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Template: r.template,
+			Status: r.status, Attempts: r.attempts, Provider: r.provider,
+			ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID,
+		})
+	})
+	if err != nil {
+		return ReconcileResult{}, fmt.Errorf("reconcile %s: %w", dedupeKey, interpretErrorKeep(err))
+	}
+	return res, nil
+}
+
+// reconcileFeedback is the event a reconciled mail reports, "" for none
+// (back to pending: its next terminal transition reports).
+func reconcileFeedback(st mailtype.Status, cancelRequested bool) mailtype.EventType {
+	switch {
+	case st == mailtype.StatusSent && cancelRequested:
+		return mailtype.EmailCancelTooLate
+	case st == mailtype.StatusSent:
+		return mailtype.EmailSent
+	case st == mailtype.StatusCancelled:
+		return mailtype.EmailCancelled
+	}
+	return ""
+}
+
+// reconcileRefusal explains why no unknown row matched dedupeKey.
+func (s *Store) reconcileRefusal(ctx context.Context, tx pgx.Tx, dedupeKey string) error {
+	var st mailtype.Status
+	if err := tx.QueryRow(ctx, `SELECT status FROM mail WHERE dedupe_key = $1`, dedupeKey).Scan(&st); err != nil {
+		return err
+	}
+	return &StateError{DedupeKey: dedupeKey, Status: st, Action: "reconcile",
+		Hint: "only unknown mails are reconciled (an ambiguous send under the unknown policy)"}
+}
+
+// interpretErrorKeep is interpretError for errors that may already be
+// decided here (*StateError, ErrNotFound, *mailtype.Error), which pass
+// through unchanged.
+func interpretErrorKeep(err error) error {
+	var se *StateError
+	var me *mailtype.Error
+	if errors.As(err, &se) || errors.As(err, &me) || errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return interpretError(err)
+}
