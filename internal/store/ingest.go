@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// NewMail is the mail row an OrderConfirmed event asks for, rendered once
+// by the consumer so that every send attempt uses the same bytes.
+type NewMail struct {
+	// EventID is the input event's UUID (canonical text form).
+	EventID string
+	// DedupeKey is the business intent; at most one row per key exists.
+	DedupeKey string
+	OrderID   string
+	Template  string
+	Locale    string
+	ToEmail   string
+	// Payload is the event's data object (JSON), kept for operators.
+	Payload []byte
+	// Subject, BodyText, BodyHTML and MessageID are the rendered mail.
+	Subject, BodyText, BodyHTML, MessageID string
+	OccurredAt                             time.Time
+	// Stale marks an event older than its max age: the row is recorded as
+	// failed (reason stale, so its dedupe key is taken) with an
+	// EmailFailed feedback event, and never sent.
+	Stale bool
+	// MaxAge is the age limit that made the event stale, for the feedback
+	// message.
+	MaxAge time.Duration
+}
+
+// Cancel is an OrderCancelled event.
+type Cancel struct {
+	// EventID is the cancel event's UUID, written to cancel_event_id.
+	EventID string
+	OrderID string
+	// Template is the confirmation template name a tombstone is written
+	// with.
+	Template string
+}
+
+// IngestItem is one input event to record: exactly one of Mail and Cancel
+// is set.
+type IngestItem struct {
+	Mail   *NewMail
+	Cancel *Cancel
+}
+
+// IngestResult is what recording one item did.
+type IngestResult struct {
+	Outcome mailtype.Outcome
+	// Feedback is the number of outbox rows written for the item.
+	Feedback int
+}
+
+// querier is what a pool and a transaction share.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Ingest records items, in order, atomically: either every item is
+// recorded and committed when Ingest returns nil, or nothing is. Items are
+// grouped into as few statements as their order allows (a run of mails is
+// one multi-row INSERT ... ON CONFLICT DO NOTHING); a batch of fresh mails
+// only is a single autocommit statement, anything else one transaction.
+//
+// Outcomes: a mail is inserted, stale (recorded as failed + EmailFailed) or
+// duplicate (its event_id or dedupe_key exists, nothing written); a cancel
+// is tombstoned, cancelled, too_late (feedback written as DESIGN.md
+// section 5 says) or duplicate (nothing left to change: already cancelled,
+// failed, or a redelivered cancel).
+//
+// Errors are classified: a *mailtype.Error of class Permanent
+// (ReasonInvalidField) when PostgreSQL refused the data itself (data
+// exception, integrity violation, program limit such as an index row too
+// large), which a retry cannot fix; otherwise transient
+// (mailtype.ReasonDatabase) or a context error. Safe for concurrent use.
+func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult, error) {
+	res := make([]IngestResult, len(items))
+	if len(items) == 0 {
+		return res, nil
+	}
+	var err error
+	if needsTx(items) {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.ingestTx(ctx, tx, items, res) })
+	} else {
+		err = insertMails(ctx, s.pool, items, res)
+	}
+	if err != nil {
+		return nil, ingestError(err)
+	}
+	return res, nil
+}
+
+// needsTx reports whether items need more than one statement.
+func needsTx(items []IngestItem) bool {
+	for _, it := range items {
+		if it.Cancel != nil || it.Mail.Stale {
+			return true
+		}
+	}
+	return false
+}
+
+// ingestTx records items inside tx, one statement per run of mails and
+// one per cancel, in arrival order so that a cancel that arrived before
+// its confirmation tombstones it.
+func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res []IngestResult) error {
+	for i := 0; i < len(items); {
+		if c := items[i].Cancel; c != nil {
+			r, err := s.cancel(ctx, tx, *c)
+			if err != nil {
+				return err
+			}
+			res[i] = r
+			i++
+			continue
+		}
+		j := i
+		for j < len(items) && items[j].Mail != nil {
+			j++
+		}
+		if err := insertMails(ctx, tx, items[i:j], res[i:j]); err != nil {
+			return err
+		}
+		if err := s.staleFeedback(ctx, tx, items[i:j], res[i:j]); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+const insertMailsSQL = `
+INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
+                  subject, body_text, body_html, message_id, status, last_error, occurred_at)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), oa
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::timestamptz[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, oa)
+ON CONFLICT DO NOTHING
+RETURNING event_id::text, dedupe_key`
+
+// insertMails inserts every item (all mails) in one statement and sets
+// res[i] to inserted, stale or duplicate. A row conflicting on event_id or
+// dedupe_key, with the table or with an earlier row of the same statement,
+// is skipped.
+func insertMails(ctx context.Context, q querier, items []IngestItem, res []IngestResult) error {
+	n := len(items)
+	cols := make([][]string, 13)
+	for c := range cols {
+		cols[c] = make([]string, n)
+	}
+	occurred := make([]time.Time, n)
+	for i, it := range items {
+		m := it.Mail
+		status, lastErr := string(mailtype.StatusPending), ""
+		if m.Stale {
+			status, lastErr = string(mailtype.StatusFailed), string(mailtype.ReasonStale)+": event older than its max age"
+		}
+		payload := string(m.Payload)
+		if payload == "" {
+			payload = "{}"
+		}
+		for c, v := range []string{m.EventID, m.DedupeKey, m.OrderID, m.Template, m.Locale, m.ToEmail, payload,
+			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr} {
+			cols[c][i] = v
+		}
+		occurred[i] = m.OccurredAt
+	}
+	args := make([]any, 0, 14)
+	for _, c := range cols {
+		args = append(args, c)
+	}
+	rows, err := q.Query(ctx, insertMailsSQL, append(args, occurred)...)
+	if err != nil {
+		return fmt.Errorf("insert mails: %w", err)
+	}
+	inserted := map[[2]string]int{}
+	for rows.Next() {
+		var id, key string
+		if err := rows.Scan(&id, &key); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan inserted mail: %w", err)
+		}
+		inserted[[2]string{id, key}]++
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert mails: %w", err)
+	}
+	for i, it := range items {
+		k := [2]string{it.Mail.EventID, it.Mail.DedupeKey}
+		switch {
+		case inserted[k] == 0:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeDuplicate}
+		case it.Mail.Stale:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeStale}
+		default:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeInserted}
+		}
+		if inserted[k] > 0 {
+			inserted[k]-- // an identical later item in the batch is the duplicate
+		}
+	}
+	return nil
+}
+
+// staleFeedback writes EmailFailed (reason stale) for every stale mail
+// that insertMails recorded.
+func (s *Store) staleFeedback(ctx context.Context, tx pgx.Tx, items []IngestItem, res []IngestResult) error {
+	for i, it := range items {
+		if res[i].Outcome != mailtype.OutcomeStale {
+			continue
+		}
+		m := it.Mail
+		err := s.insertFeedback(ctx, tx, Feedback{
+			Type: mailtype.EmailFailed, DedupeKey: m.DedupeKey, OrderID: m.OrderID, Template: m.Template,
+			Status: mailtype.StatusFailed, SourceEventID: m.EventID,
+			ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonStale,
+			Error: fmt.Sprintf("event occurred at %s, older than the max event age %s", m.OccurredAt.UTC().Format(time.RFC3339), m.MaxAge),
+		})
+		if err != nil {
+			return err
+		}
+		res[i].Feedback = 1
+	}
+	return nil
+}
+
+// ingestError classifies an Ingest failure once, at the boundary: data
+// PostgreSQL refuses (SQLSTATE classes 22 data exception, 23 integrity
+// violation, 54 program limit exceeded) is permanent for the item that
+// carries it; everything else goes through interpretError.
+func ingestError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
+		switch pgErr.Code[:2] {
+		case "22", "23", "54":
+			return mailtype.NewError(mailtype.Permanent, mailtype.ReasonInvalidField, err)
+		}
+	}
+	var me *mailtype.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	return interpretError(err)
+}
