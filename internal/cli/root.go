@@ -85,6 +85,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newMigrateCmd(e),
 		newConfigCmd(e),
 		newVersionCmd(e),
+		newTemplateCmd(e),
 	)
 	return root
 }
