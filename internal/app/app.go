@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
@@ -96,7 +97,8 @@ func (w *wiring) build() ([]named, error) {
 	// relay (issue 5): append it here and set w.wakeRelay.
 	// sender (issue 4): append it here and set w.wakeSender.
 	// consumer (issue 3): append it here; it calls w.wakeSender and w.wakeRelay.
-	// stats (issue 7): append the periodic gauges collector here.
+	// stats (issue 7): the database gauges, from one query every 5 s.
+	parts = append(parts, named{"stats", stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil
 }
 

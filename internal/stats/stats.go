@@ -1,0 +1,177 @@
+// Package stats keeps the database-derived gauges of DESIGN.md section 7
+// (mails by status, oldest pending mail, outbox backlog, its age and dead
+// rows) up to date with one periodic query, so a Prometheus scrape never
+// touches the database and many scrapers cost nothing more.
+package stats
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// DefaultInterval is how often the gauges are refreshed when Options
+// leaves Interval zero.
+const DefaultInterval = 5 * time.Second
+
+// Source reads one snapshot of the gauges; *store.Store implements it.
+type Source interface {
+	Stats(ctx context.Context) (store.Stats, error)
+}
+
+// Metrics are the gauges this package owns.
+type Metrics struct {
+	Mails            *prometheus.GaugeVec
+	OldestPendingAge prometheus.Gauge
+	OutboxPending    prometheus.Gauge
+	OutboxOldestAge  prometheus.Gauge
+	OutboxDead       prometheus.Gauge
+	// LastRefresh is the Unix time of the last successful refresh, so an
+	// alert can tell frozen gauges from a healthy zero.
+	LastRefresh prometheus.Gauge
+	// RefreshErrors counts refreshes that failed (database unreachable).
+	RefreshErrors prometheus.Counter
+}
+
+// NewMetrics registers the gauges on reg, with mailsvc_mails pre-set to 0
+// for every status. It panics when they are already registered (a wiring
+// bug).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	m := &Metrics{
+		Mails: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_mails", Help: "Mail rows per status, refreshed periodically from the database.",
+		}, []string{"status"}),
+		OldestPendingAge: g("mailsvc_oldest_pending_age_seconds", "Age in seconds of the oldest pending mail (since it was created); 0 when none."),
+		OutboxPending:    g("mailsvc_outbox_pending", "Outbox rows not yet published and not dead."),
+		OutboxOldestAge:  g("mailsvc_outbox_oldest_age_seconds", "Age in seconds of the oldest unpublished outbox row; 0 when none."),
+		OutboxDead:       g("mailsvc_outbox_dead", "Outbox rows the relay gave up on; each needs an operator."),
+		LastRefresh:      g("mailsvc_stats_last_refresh_timestamp_seconds", "Unix time of the last successful refresh of the database gauges."),
+		RefreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_stats_refresh_errors_total", Help: "Refreshes of the database gauges that failed.",
+		}),
+	}
+	for _, s := range mailtype.Statuses {
+		m.Mails.WithLabelValues(string(s)).Set(0)
+	}
+	reg.MustRegister(m.Mails, m.OldestPendingAge, m.OutboxPending, m.OutboxOldestAge, m.OutboxDead, m.LastRefresh, m.RefreshErrors)
+	return m
+}
+
+// set copies a snapshot into the gauges.
+func (m *Metrics) set(st store.Stats, now time.Time) {
+	for _, s := range mailtype.Statuses {
+		m.Mails.WithLabelValues(string(s)).Set(float64(st.Mails[s]))
+	}
+	m.OldestPendingAge.Set(st.OldestPendingAge.Seconds())
+	m.OutboxPending.Set(float64(st.OutboxPending))
+	m.OutboxOldestAge.Set(st.OutboxOldestAge.Seconds())
+	m.OutboxDead.Set(float64(st.OutboxDead))
+	m.LastRefresh.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// Options configures a Collector.
+type Options struct {
+	// Interval between refreshes; 0 means DefaultInterval.
+	Interval time.Duration
+	// Timeout bounds one refresh query; 0 means Interval.
+	Timeout time.Duration
+}
+
+// Collector refreshes Metrics from a Source every Interval. Start and Stop
+// follow the app.Component life; it is safe for concurrent use.
+type Collector struct {
+	src  Source
+	m    *Metrics
+	log  *slog.Logger
+	opts Options
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a Collector; nothing runs until Start.
+func New(src Source, m *Metrics, log *slog.Logger, o Options) *Collector {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = o.Interval
+	}
+	return &Collector{src: src, m: m, log: log.With("component", "stats"), opts: o}
+}
+
+// Start refreshes once in the background right away, then every Interval,
+// until Stop. A second Start is a no-op. It never returns an error: an
+// unreachable database is logged and counted, and the gauges keep their
+// last values.
+func (c *Collector) Start(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.loop(ctx, c.done)
+	return nil
+}
+
+// Stop ends the loop and waits for it until ctx is done (then it returns
+// ctx's error). It is idempotent and safe without Start.
+func (c *Collector) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	cancel, done := c.cancel, c.done
+	c.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *Collector) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(c.opts.Interval)
+	defer t.Stop()
+	for {
+		c.Refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Refresh runs one query and sets the gauges. A failure is logged and
+// counted and leaves the gauges as they were.
+func (c *Collector) Refresh(ctx context.Context) {
+	qctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	st, err := c.src.Stats(qctx)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			return // shutting down
+		}
+		c.m.RefreshErrors.Inc()
+		c.log.Warn("refresh database gauges", "error", err)
+		return
+	}
+	c.m.set(st, time.Now())
+}

@@ -1,0 +1,131 @@
+package stats_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/mailsvc/mailsvc/internal/stats"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/testproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type bundle struct {
+	sc  *storetest.Schema
+	reg *prometheus.Registry
+	m   *stats.Metrics
+	log *bytes.Buffer
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	return &bundle{sc: storetest.New(t), reg: reg, m: stats.NewMetrics(reg), log: &bytes.Buffer{}}
+}
+
+func (b *bundle) logger() *slog.Logger { return slog.New(slog.NewJSONHandler(b.log, nil)) }
+
+// val reads a gauge or counter.
+func val(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Gauge != nil {
+		return d.Gauge.GetValue()
+	}
+	return d.Counter.GetValue()
+}
+
+func TestEveryGaugeIsPreInitialised(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	stats.NewMetrics(reg)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]int{}
+	for _, f := range fams {
+		got[f.GetName()] = len(f.GetMetric())
+	}
+	require.Equal(t, map[string]int{
+		"mailsvc_mails": 6, "mailsvc_oldest_pending_age_seconds": 1, "mailsvc_outbox_pending": 1,
+		"mailsvc_outbox_oldest_age_seconds": 1, "mailsvc_outbox_dead": 1,
+		"mailsvc_stats_last_refresh_timestamp_seconds": 1, "mailsvc_stats_refresh_errors_total": 1,
+	}, got)
+}
+
+func TestCollectorSetsGaugesFromOneQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status, created_at)
+		SELECT 'k'||g||s||random(), g::text, 'order_confirmed', s, now() - interval '2 minutes'
+		FROM generate_series(1, 6) g, unnest(ARRAY['pending','sent','sent']) s`)
+	b.sc.Exec(t, `INSERT INTO outbox (event_id, exchange, routing_key, event_type, payload, created_at, dead_at)
+		VALUES (gen_random_uuid(), 'x', 'email.sent', 'EmailSent', '{}', now() - interval '1 minute', NULL),
+		       (gen_random_uuid(), 'x', 'email.sent', 'EmailSent', '{}', now(), now())`)
+	c := stats.New(b.sc.Store, b.m, b.logger(), stats.Options{Interval: 50 * time.Millisecond})
+	require.NoError(t, c.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, c.Stop(context.Background())) })
+
+	require.Eventually(t, func() bool { return val(b.m.Mails.WithLabelValues("sent")) == 12 }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 6.0, val(b.m.Mails.WithLabelValues("pending")))
+	require.Equal(t, 0.0, val(b.m.Mails.WithLabelValues("unknown")))
+	require.InDelta(t, 120, val(b.m.OldestPendingAge), 15)
+	require.Equal(t, 1.0, val(b.m.OutboxPending))
+	require.InDelta(t, 60, val(b.m.OutboxOldestAge), 15)
+	require.Equal(t, 1.0, val(b.m.OutboxDead))
+	require.InDelta(t, float64(time.Now().Unix()), val(b.m.LastRefresh), 15)
+
+	// The next refresh sees a change: the gauges follow the table.
+	b.sc.Exec(t, `UPDATE mail SET status = 'unknown' WHERE status = 'pending'`)
+	require.Eventually(t, func() bool { return val(b.m.Mails.WithLabelValues("unknown")) == 6 }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 0.0, val(b.m.Mails.WithLabelValues("pending")))
+	require.Equal(t, 0.0, val(b.m.OldestPendingAge))
+	require.Equal(t, 0.0, val(b.m.RefreshErrors))
+}
+
+func TestDatabaseCutKeepsLastValuesAndCountsErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status) VALUES ('k', '1', 'order_confirmed', 'failed')`)
+	px := testproxy.New(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URL: px.RewriteURL(t, b.sc.URL), MaxConns: 2})
+	require.NoError(t, err)
+	defer st.Close()
+	c := stats.New(st, b.m, b.logger(), stats.Options{Interval: time.Hour, Timeout: 5 * time.Second})
+
+	c.Refresh(ctx)
+	require.Equal(t, 1.0, val(b.m.Mails.WithLabelValues("failed")))
+	px.Cut()
+	c.Refresh(ctx)
+	require.Equal(t, 1.0, val(b.m.RefreshErrors))
+	require.Equal(t, 1.0, val(b.m.Mails.WithLabelValues("failed")), "last value kept")
+	require.Contains(t, b.log.String(), `"msg":"refresh database gauges"`)
+	px.Restore(t)
+	b.sc.Exec(t, `UPDATE mail SET status = 'sent'`)
+	require.Eventually(t, func() bool {
+		c.Refresh(ctx)
+		return val(b.m.Mails.WithLabelValues("sent")) == 1
+	}, 10*time.Second, 50*time.Millisecond, "recovers by itself once the database is back")
+	require.Equal(t, 0.0, val(b.m.Mails.WithLabelValues("failed")))
+}
+
+func TestStopIsIdempotentAndSafeWithoutStart(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	c := stats.New(nil, stats.NewMetrics(reg), slog.New(slog.DiscardHandler), stats.Options{})
+	require.NoError(t, c.Stop(context.Background()))
+	require.NoError(t, c.Stop(context.Background()))
+}
