@@ -76,9 +76,11 @@ func buildView(f *localeFormat, loc *time.Location, locale string, o Order) (vie
 
 // formatLines formats the order lines and the total. Line totals
 // (quantity × unit price) and their sum are exact integer arithmetic in
-// minor units. The event's total must equal that sum: a mail whose lines
-// do not add up to its total is refused rather than sent. An empty total
-// is taken to be the sum.
+// minor units. The event's total is what the customer pays and is shown as
+// it is, even when it differs from the sum of the lines (shipping, tax and
+// discounts have no field of their own in the event contract, and refusing
+// the mail would leave the customer without a confirmation). An empty
+// total is taken to be the sum.
 func formatLines(f *localeFormat, o Order) ([]itemView, string, error) {
 	cur, scale, err := parseCurrency(o.Currency)
 	if err != nil {
@@ -140,8 +142,8 @@ func formatLine(f *localeFormat, cur currency.Unit, scale int, it Item) (line, e
 	return line{view: v, total: total}, nil
 }
 
-// checkTotal parses the event's total and checks it against sum (minor
-// units). An empty total yields sum.
+// checkTotal parses the event's total (minor units). An empty total yields
+// sum; a malformed one is an invalid_field error.
 func checkTotal(s string, scale int, sum *big.Int) (*big.Int, error) {
 	if s == "" {
 		return sum, nil
@@ -149,9 +151,6 @@ func checkTotal(s string, scale int, sum *big.Int) (*big.Int, error) {
 	total, err := parseAmount(s, scale)
 	if err != nil {
 		return nil, invalidField("total: " + err.Error())
-	}
-	if total.Cmp(sum) != 0 {
-		return nil, invalidField(fmt.Sprintf("total %s does not equal the sum of the line totals (%s minor units)", quoteShort(s), sum.String()))
 	}
 	return total, nil
 }
