@@ -86,6 +86,9 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newConfigCmd(e),
 		newVersionCmd(e),
 		newTemplateCmd(e),
+		newMailCmd(e),
+		newDLQCmd(e),
+		newEmitCmd(e),
 	)
 	return root
 }

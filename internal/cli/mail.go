@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Exit codes of the operator commands (2 is an invalid config, 1 anything
+// else); README "Operating" lists them.
+const (
+	// ExitNotFound: the key, order or queue does not exist.
+	ExitNotFound = 3
+	// ExitRefused: the state of the mail does not allow the action.
+	ExitRefused = 4
+	// ExitUnavailable: the database or the broker cannot be reached, or the
+	// schema is behind.
+	ExitUnavailable = 5
+)
+
+// connectTimeout bounds connecting to a server from an operator command.
+const connectTimeout = 15 * time.Second
+
+func newMailCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, resend, reconcile"}
+	cmd.AddCommand(newMailShowCmd(e), newMailResendCmd(e), newMailReconcileCmd(e))
+	return cmd
+}
+
+// openStore connects to the database of cfg and checks the schema.
+func (e *env) openStore(cfg *config.Config) (*store.Store, error) {
+	ctx, cancel := context.WithTimeout(e.ctx, connectTimeout)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 2, EventsExchange: cfg.AMQP.EventsExchange})
+	if err != nil {
+		return nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s is unreachable: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}
+	}
+	if err := st.CheckSchema(ctx); err != nil {
+		st.Close()
+		return nil, &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	return st, nil
+}
+
+// storeError maps a store error to an actionable *ExitError.
+func storeError(cfg *config.Config, key string, err error) error {
+	var se *store.StateError
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no mail has dedupe key %q (list an order's mails with `mailsvc mail show --order ID`)", key)}
+	case errors.As(err, &se):
+		return &ExitError{Code: ExitRefused, Err: se}
+	case mailtype.ReasonOf(err) == mailtype.ReasonDatabase:
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s: %w", cfg.Database.URL, err)}
+	}
+	return err
+}
+
+func newMailShowCmd(e *env) *cobra.Command {
+	var orderID string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show [KEY] [--order ID]",
+		Short: "Show a mail (by dedupe key) or every mail of an order: status, attempts, times, errors, feedback events",
+		Example: "  mailsvc mail show order-confirmed:42\n  mailsvc mail show --order 42 --json",
+		Args: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 1) == (orderID != "") || len(args) > 1 {
+				return errors.New("give exactly one dedupe key, or --order ID")
+			}
+			return nil
+		},
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, err := e.load()
+			if err != nil {
+				return err
+			}
+			st, err := e.openStore(cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			mails, err := showMails(e.ctx, st, args, orderID)
+			if err != nil {
+				return storeError(cfg, strings.Join(args, ""), err)
+			}
+			if asJSON {
+				return writeMailsJSON(e.stdout, mails, orderID == "")
+			}
+			return writeMails(e.stdout, mails)
+		},
+	}
+	cmd.Flags().StringVar(&orderID, "order", "", "show every mail of this order id (confirmation, resends, tombstones)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON (an object for a key, an array for --order)")
+	return cmd
+}
+
+func showMails(ctx context.Context, st *store.Store, args []string, orderID string) ([]store.MailView, error) {
+	if orderID == "" {
+		m, err := st.MailByKey(ctx, args[0])
+		return []store.MailView{m}, err
+	}
+	mails, err := st.MailsByOrder(ctx, orderID)
+	if err == nil && len(mails) == 0 {
+		return nil, &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no mail for order %q: the event may not have arrived (check the dead-letter queue with `mailsvc dlq replay --dry-run`)", orderID)}
+	}
+	return mails, err
+}
+
+func writeMailsJSON(w io.Writer, mails []store.MailView, single bool) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if single {
+		return enc.Encode(mails[0])
+	}
+	return enc.Encode(mails)
+}
+
+func writeMails(w io.Writer, mails []store.MailView) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, m := range mails {
+		if i > 0 {
+			fmt.Fprintln(tw)
+		}
+		writeMail(tw, m)
+	}
+	return tw.Flush()
+}
+
+func writeMail(w io.Writer, m store.MailView) {
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(w, "%s:\t%s\n", k, v)
+		}
+	}
+	row("dedupe_key", m.DedupeKey)
+	row("status", string(m.Status))
+	row("verdict", verdict(m))
+	row("order_id", m.OrderID)
+	row("template", m.Template+" ("+m.Locale+")")
+	row("to", m.ToEmail)
+	row("subject", m.Subject)
+	row("event_id", m.EventID)
+	row("cancel_event_id", m.CancelEventID)
+	row("message_id", m.MessageID)
+	row("attempts", fmt.Sprint(m.Attempts))
+	row("provider", strings.TrimSpace(m.Provider+" "+m.ProviderMessageID))
+	row("last_error", m.LastError)
+	row("created_at", stamp(&m.CreatedAt))
+	row("first_attempt_at", stamp(m.FirstAttemptAt))
+	row("updated_at", stamp(&m.UpdatedAt))
+	row("sent_at", stamp(m.SentAt))
+	if len(m.Feedback) == 0 {
+		row("feedback", "none written")
+	}
+	for _, f := range m.Feedback {
+		row("feedback", fmt.Sprintf("%s %s written %s, %s", f.EventType, f.EventID, stamp(&f.CreatedAt), publishState(f)))
+	}
+}
+
+// verdict answers "did the customer get it, and if not why" in one line.
+func verdict(m store.MailView) string {
+	switch m.Status {
+	case mailtype.StatusSent:
+		return "accepted by the provider at " + stamp(m.SentAt)
+	case mailtype.StatusPending:
+		if m.SendAfter.After(time.Now()) {
+			return fmt.Sprintf("not sent yet: next attempt after %s (%d attempts so far)", stamp(&m.SendAfter), m.Attempts)
+		}
+		return fmt.Sprintf("not sent yet: due now, waiting for a sender (%d attempts so far)", m.Attempts)
+	case mailtype.StatusSending:
+		return "being sent now by " + m.LockedBy + ", lease until " + stamp(m.LockedUntil)
+	case mailtype.StatusFailed:
+		return "not sent: failed for good (see last_error); `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
+	case mailtype.StatusCancelled:
+		if m.EventID == "" {
+			return "not sent: the order was cancelled before its confirmation arrived (tombstone)"
+		}
+		return "not sent: the order was cancelled"
+	case mailtype.StatusUnknown:
+		return "may or may not have been delivered (ambiguous send); check the provider, then `mailsvc mail reconcile " + m.DedupeKey + " --delivered|--not-delivered`"
+	}
+	return ""
+}
+
+func publishState(f store.FeedbackView) string {
+	switch {
+	case f.PublishedAt != nil:
+		return "published " + stamp(f.PublishedAt)
+	case f.DeadAt != nil:
+		return fmt.Sprintf("DEAD after %d attempts: %s", f.Attempts, f.LastError)
+	case f.Attempts > 0:
+		return fmt.Sprintf("not published yet (%d attempts: %s)", f.Attempts, f.LastError)
+	}
+	return "not published yet"
+}
+
+func stamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func newMailResendCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resend KEY",
+		Short: "Send a new copy of a sent or failed mail as KEY:resend:N; the original row is never changed",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, err := e.load()
+			if err != nil {
+				return err
+			}
+			st, err := e.openStore(cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			newKey, err := st.Resend(e.ctx, args[0], mailtype.AddressDomain(cfg.Mail.From))
+			if err != nil {
+				return storeError(cfg, args[0], err)
+			}
+			_, err = fmt.Fprintf(e.stdout, "created %s (pending) as a copy of %s; follow it with `mailsvc mail show %s`\n", newKey, args[0], newKey)
+			return err
+		},
+	}
+}
+
+func newMailReconcileCmd(e *env) *cobra.Command {
+	var delivered, notDelivered bool
+	cmd := &cobra.Command{
+		Use:   "reconcile KEY --delivered|--not-delivered",
+		Short: "Settle an unknown mail: --delivered makes it sent (+EmailSent), --not-delivered sends it again",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			cfg, err := e.load()
+			if err != nil {
+				return err
+			}
+			st, err := e.openStore(cfg)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			res, err := st.Reconcile(e.ctx, args[0], delivered)
+			if err != nil {
+				return storeError(cfg, args[0], err)
+			}
+			msg := fmt.Sprintf("%s is now %s", args[0], res.Status)
+			if res.Feedback != "" {
+				msg += "; " + string(res.Feedback) + " written to the outbox"
+			}
+			if res.Status == mailtype.StatusPending {
+				msg += "; a sender will attempt it again now"
+			}
+			_, err = fmt.Fprintln(e.stdout, msg)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&delivered, "delivered", false, "the provider or the customer confirms the mail arrived")
+	cmd.Flags().BoolVar(&notDelivered, "not-delivered", false, "the mail did not arrive: send it again")
+	cmd.MarkFlagsMutuallyExclusive("delivered", "not-delivered")
+	cmd.MarkFlagsOneRequired("delivered", "not-delivered")
+	return cmd
+}
