@@ -71,8 +71,8 @@ func newMailShowCmd(e *env) *cobra.Command {
 	var orderID string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show [KEY] [--order ID]",
-		Short: "Show a mail (by dedupe key) or every mail of an order: status, attempts, times, errors, feedback events",
+		Use:     "show [KEY] [--order ID]",
+		Short:   "Show a mail (by dedupe key) or every mail of an order: status, attempts, times, errors, feedback events",
 		Example: "  mailsvc mail show order-confirmed:42\n  mailsvc mail show --order 42 --json",
 		Args: func(_ *cobra.Command, args []string) error {
 			if (len(args) == 1) == (orderID != "") || len(args) > 1 {
