@@ -45,6 +45,7 @@ type Message struct {
 // Publisher publishes on its own channel in confirm mode. It is not safe
 // for concurrent use.
 type Publisher struct {
+	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
 	closed  chan *amqp.Error
@@ -52,16 +53,49 @@ type Publisher struct {
 
 // NewPublisher opens a channel on conn and puts it in confirm mode.
 func NewPublisher(conn *amqp.Connection) (*Publisher, error) {
-	ch, err := conn.Channel()
+	p := &Publisher{conn: conn}
+	if err := p.open(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Publisher) open() error {
+	ch, err := p.conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("open publish channel: %w", err)
+		return fmt.Errorf("open publish channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
 		ch.Close()
-		return nil, fmt.Errorf("enable publisher confirms: %w", err)
+		return fmt.Errorf("enable publisher confirms: %w", err)
 	}
-	p := &Publisher{ch: ch, returns: ch.NotifyReturn(make(chan amqp.Return, MaxBatch)), closed: ch.NotifyClose(make(chan *amqp.Error, 1))}
-	return p, nil
+	p.ch = ch
+	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxBatch))
+	p.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
+	return nil
+}
+
+// Reopen replaces the channel, typically after the broker closed it with a
+// channel-level error (a publish to a missing exchange closes the channel,
+// not the connection), by a new one in confirm mode on the same
+// connection. Confirms still pending on the old channel resolve as
+// ErrChannelClosed. It returns an error when the connection is closed.
+func (p *Publisher) Reopen() error {
+	_ = p.ch.Close()
+	return p.open()
+}
+
+// IsClosed reports whether the channel is closed.
+func (p *Publisher) IsClosed() bool { return p.ch.IsClosed() }
+
+// DeclareExchange declares a durable exchange of kind ("topic", "direct",
+// ...) idempotently. A mismatch with an existing exchange closes the
+// channel (Reopen it) and returns the broker's error.
+func (p *Publisher) DeclareExchange(name, kind string) error {
+	if err := p.ch.ExchangeDeclare(name, kind, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare exchange %s: %w", name, err)
+	}
+	return nil
 }
 
 // Channel returns the underlying channel (for declarations).

@@ -63,6 +63,24 @@ func Dial(c Config) (*amqp.Connection, error) {
 // channel closes; it returns nil only for a clean stop.
 type Session func(ctx context.Context, conn *amqp.Connection) error
 
+// PublishSession is the work done with a confirming Publisher on one live
+// connection; the same contract as Session.
+type PublishSession func(ctx context.Context, pub *Publisher) error
+
+// SupervisePublisher is Supervise for code that only publishes: on every
+// connection it opens a Publisher (confirm mode), runs session with it, and
+// closes it afterwards, so the caller never touches amqp091-go types.
+func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session PublishSession) error {
+	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *amqp.Connection) error {
+		pub, err := NewPublisher(conn)
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		return session(ctx, pub)
+	})
+}
+
 // Supervise keeps a connection open and runs session on it, again and again,
 // until ctx is done: dial, run, and after a failure (dial error, connection
 // or channel closed, session error) wait a jittered, capped exponential

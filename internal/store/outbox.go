@@ -15,6 +15,8 @@ type OutboxRow struct {
 	Exchange   string
 	RoutingKey string
 	EventType  string
+	// DedupeKey is the key of the mail the event reports ("" if none).
+	DedupeKey string
 	// Payload is the JSON body.
 	Payload   []byte
 	CreatedAt time.Time
@@ -42,6 +44,7 @@ type OutboxAttempt struct {
 	ID        int64
 	EventID   string
 	EventType string
+	DedupeKey string
 	Attempts  int
 	// Dead reports that dead_at was set: the relay gives up on the row.
 	Dead bool
@@ -52,7 +55,8 @@ type OutboxAttempt struct {
 // events go out in write order and a batch holds at most one row per
 // order; rows without an order id (NULL or empty) are never held back.
 const fetchOutboxSQL = `
-SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, o.payload::text, o.created_at, o.attempts
+SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, coalesce(o.dedupe_key, ''),
+       o.payload::text, o.created_at, o.attempts
 FROM outbox o
 WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
   AND NOT EXISTS (
@@ -73,7 +77,7 @@ func (r *RelaySession) FetchOutbox(ctx context.Context, limit int) ([]OutboxRow,
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
 		var o OutboxRow
 		var payload string
-		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &payload, &o.CreatedAt, &o.Attempts)
+		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &o.DedupeKey, &payload, &o.CreatedAt, &o.Attempts)
 		o.Payload = []byte(payload)
 		return o, err
 	})
@@ -97,7 +101,7 @@ UPDATE outbox o SET
     dead_at = CASE WHEN o.attempts + 1 >= $5 AND f.may_die THEN now() END
 FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f(id, err, delay_ms, may_die)
 WHERE o.id = f.id AND o.published_at IS NULL AND o.dead_at IS NULL
-RETURNING o.id, o.event_id::text, o.event_type, o.attempts, o.dead_at IS NOT NULL`
+RETURNING o.id, o.event_id::text, o.event_type, coalesce(o.dedupe_key, ''), o.attempts, o.dead_at IS NOT NULL`
 
 // RecordOutboxResults marks the rows in published as published (only rows
 // whose publish the broker acked belong there) and counts a failed attempt
@@ -147,7 +151,7 @@ func markFailed(ctx context.Context, tx pgx.Tx, failed []OutboxFailure, maxAttem
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxAttempt, error) {
 		var a OutboxAttempt
-		err := row.Scan(&a.ID, &a.EventID, &a.EventType, &a.Attempts, &a.Dead)
+		err := row.Scan(&a.ID, &a.EventID, &a.EventType, &a.DedupeKey, &a.Attempts, &a.Dead)
 		return a, err
 	})
 	if err != nil {

@@ -1,0 +1,48 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+)
+
+// listen wakes the relay on every outbox notification (LISTEN/NOTIFY, so
+// rows written by other replicas go out without polling latency) until ctx
+// is done. A lost LISTEN connection is reopened with capped, jittered
+// backoff; meanwhile polling (PollInterval) keeps rows flowing.
+func (r *Relay) listen(ctx context.Context) {
+	failures := 0
+	for ctx.Err() == nil {
+		began := time.Now()
+		err := r.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > r.cfg.ReconnectBackoffMax {
+			failures = 0
+		}
+		failures++
+		d := backoff.Delay(failures, r.cfg.ReconnectBackoff, r.cfg.ReconnectBackoffMax)
+		r.log.Warn("outbox LISTEN connection lost, polling until it is back", "error", err, "retry_in", d.String())
+		if !backoff.Sleep(ctx.Done(), d) {
+			return
+		}
+	}
+}
+
+// listenOnce listens on one connection until it fails or ctx is done.
+func (r *Relay) listenOnce(ctx context.Context) error {
+	l, err := r.st.ListenOutbox(ctx, r.cfg.Name+"-listen")
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	r.Wake() // rows written while nobody listened
+	for {
+		if err := l.Wait(ctx); err != nil {
+			return err
+		}
+		r.Wake()
+	}
+}

@@ -1,0 +1,54 @@
+package relay
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// FailureReasons is the closed set of reason labels of
+// mailsvc_relay_publish_failures_total: a broker nack, an unroutable return
+// (mandatory flag, no queue bound), no confirm before relay.confirm_timeout,
+// and the channel or connection closing under a pending confirm (broker).
+var FailureReasons = []mailtype.Reason{mailtype.ReasonNack, mailtype.ReasonUnroutable, mailtype.ReasonTimeout, mailtype.ReasonBroker}
+
+// Metrics are the relay's metrics (DESIGN.md section 7). The outbox gauges
+// (pending, oldest age, dead) come from the periodic stats query, not from
+// here; mailsvc_amqp_connected{role="relay"} comes from the shared
+// *broker.Metrics.
+type Metrics struct {
+	// Published counts rows the broker acked, by event_type.
+	Published *prometheus.CounterVec
+	// Failures counts failed publishes of one row, by reason (FailureReasons).
+	Failures *prometheus.CounterVec
+	// Leader is 1 on the replica that holds the relay lock, else 0.
+	Leader prometheus.Gauge
+}
+
+// NewMetrics registers the relay metrics on reg with every label value
+// pre-initialized to 0. It panics if they are already registered on reg (a
+// wiring bug).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_relay_published_total",
+			Help: "Outbox rows published to the events exchange and acked by the broker.",
+		}, []string{"event_type"}),
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_relay_publish_failures_total",
+			Help: "Failed publishes of one outbox row (nack, unroutable, timeout, broker).",
+		}, []string{"reason"}),
+		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mailsvc_relay_leader",
+			Help: "1 on the replica holding the relay lock (the active relay), else 0.",
+		}),
+	}
+	for _, t := range mailtype.OutputEventTypes {
+		m.Published.WithLabelValues(string(t))
+	}
+	for _, r := range FailureReasons {
+		m.Failures.WithLabelValues(string(r))
+	}
+	reg.MustRegister(m.Published, m.Failures, m.Leader)
+	return m
+}

@@ -1,0 +1,250 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// recordTimeout bounds the short transaction that records a round.
+const recordTimeout = 10 * time.Second
+
+// maxRetentionDeletes bounds the DELETE statements of one retention pass,
+// so that a large first cleanup does not hold up publishing.
+const maxRetentionDeletes = 10
+
+// publishLoop publishes rounds on pub until ctx is done (nil) or the
+// broker or the database fails (a *dbError for the database). Rounds run
+// under hard, so a soft stop lets the round in flight finish.
+func (r *Relay) publishLoop(ctx, hard context.Context, pub *broker.Publisher, sess *store.RelaySession) error {
+	if r.cfg.DeclareExchange {
+		if err := pub.DeclareExchange(r.cfg.Exchange, "topic"); err != nil {
+			return err
+		}
+	}
+	nextRetention := time.Now()
+	for ctx.Err() == nil {
+		if pub.IsClosed() {
+			if err := pub.Reopen(); err != nil {
+				return err
+			}
+		}
+		full, err := r.round(hard, pub, sess)
+		if err != nil {
+			return err
+		}
+		if now := time.Now(); !now.Before(nextRetention) {
+			if err := r.retain(hard, sess); err != nil {
+				return err
+			}
+			nextRetention = now.Add(r.cfg.RetentionInterval)
+		}
+		if !full {
+			r.idle(ctx, pub)
+		}
+	}
+	return nil
+}
+
+// idle waits for a wake-up, the poll interval, the channel closing or ctx.
+func (r *Relay) idle(ctx context.Context, pub *broker.Publisher) {
+	t := time.NewTimer(r.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-r.wake:
+	case <-t.C:
+	case <-pub.Closed():
+	}
+}
+
+// round fetches due rows, publishes them, waits for the confirms, then
+// records the results in one short transaction. full reports a full batch
+// (more rows are likely due).
+func (r *Relay) round(ctx context.Context, pub *broker.Publisher, sess *store.RelaySession) (full bool, err error) {
+	rows, err := sess.FetchOutbox(ctx, r.cfg.BatchSize)
+	if err != nil {
+		return false, &dbError{err}
+	}
+	if len(rows) == 0 {
+		return false, nil
+	}
+	errs := r.publishRows(ctx, pub, rows)
+	if r.afterConfirm != nil {
+		r.afterConfirm()
+	}
+	published, failed := r.results(rows, errs)
+	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	attempts, err := sess.RecordOutboxResults(rctx, published, failed, r.cfg.MaxAttempts)
+	if err != nil {
+		return false, &dbError{err}
+	}
+	r.report(rows, errs, attempts)
+	r.log.Debug("outbox round", "rows", len(rows), "published", len(published), "failed", len(failed))
+	return len(rows) == r.cfg.BatchSize, nil
+}
+
+// publishRows publishes rows and returns one error per row, nil only for a
+// broker ack of a routed message. Rows that never failed go out as one
+// batch with deferred confirms; rows that failed before go out one by one,
+// so a row that breaks its batch (for instance by closing the channel)
+// holds up no other row on its retry. One deadline, ConfirmTimeout, covers
+// the whole round.
+func (r *Relay) publishRows(ctx context.Context, pub *broker.Publisher, rows []store.OutboxRow) []error {
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.ConfirmTimeout)
+	defer cancel()
+	errs := make([]error, len(rows))
+	var fresh []int
+	for i, row := range rows {
+		if row.Attempts == 0 {
+			fresh = append(fresh, i)
+		}
+	}
+	publishSome(cctx, pub, rows, fresh, errs)
+	for i, row := range rows {
+		if row.Attempts > 0 {
+			publishSome(cctx, pub, rows, []int{i}, errs)
+		}
+	}
+	return errs
+}
+
+// publishSome publishes rows[idx] as one batch and stores their errors.
+func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.OutboxRow, idx []int, errs []error) {
+	if len(idx) == 0 {
+		return
+	}
+	if pub.IsClosed() {
+		if err := pub.Reopen(); err != nil {
+			for _, i := range idx {
+				errs[i] = err
+			}
+			return
+		}
+	}
+	msgs := make([]broker.Message, len(idx))
+	for k, i := range idx {
+		msgs[k] = message(rows[i])
+	}
+	for k, err := range pub.PublishBatch(ctx, msgs) {
+		errs[idx[k]] = err
+	}
+}
+
+// message is the AMQP message of a row (DESIGN.md section 4).
+func message(row store.OutboxRow) broker.Message {
+	return broker.Message{
+		Exchange: row.Exchange, RoutingKey: row.RoutingKey, MessageID: row.EventID, Type: row.EventType,
+		ContentType: "application/json", Timestamp: row.CreatedAt, Body: row.Payload,
+		Mandatory: true, Persistent: true,
+	}
+}
+
+// results splits a round into the ids to mark published and the failures.
+func (r *Relay) results(rows []store.OutboxRow, errs []error) ([]int64, []store.OutboxFailure) {
+	var published []int64
+	var failed []store.OutboxFailure
+	acked := false
+	for _, err := range errs {
+		acked = acked || err == nil
+	}
+	for i, row := range rows {
+		if errs[i] == nil {
+			published = append(published, row.ID)
+			continue
+		}
+		reason, own := classify(errs[i])
+		failed = append(failed, store.OutboxFailure{
+			ID:      row.ID,
+			Error:   describe(reason, errs[i], row),
+			RetryIn: backoff.Delay(row.Attempts+1, r.cfg.RetryBackoff, r.cfg.RetryBackoffMax),
+			MayDie:  own || acked,
+		})
+	}
+	return published, failed
+}
+
+// classify maps a publish error to its metric reason. own reports a
+// failure that is the message's own (nack, unroutable); a timeout or a
+// closed channel may be the broker's, and counts toward dead only when the
+// broker acked another row of the same round.
+func classify(err error) (reason mailtype.Reason, own bool) {
+	switch {
+	case errors.Is(err, broker.ErrNacked):
+		return mailtype.ReasonNack, true
+	case errors.Is(err, broker.ErrReturned):
+		return mailtype.ReasonUnroutable, true
+	case errors.Is(err, broker.ErrConfirmTimeout), errors.Is(err, context.DeadlineExceeded):
+		return mailtype.ReasonTimeout, false
+	default:
+		return mailtype.ReasonBroker, false
+	}
+}
+
+// describe is the sanitized last_error of a failed publish.
+func describe(reason mailtype.Reason, err error, row store.OutboxRow) string {
+	msg := fmt.Sprintf("%s: %v", reason, err)
+	if reason == mailtype.ReasonUnroutable {
+		msg += fmt.Sprintf(" (exchange %q, routing key %q)", row.Exchange, row.RoutingKey)
+	}
+	return mailtype.Sanitize(msg)
+}
+
+// report counts the round in the metrics and logs failures: one warning
+// per round, one error per row that just went dead.
+func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.OutboxAttempt) {
+	failures := map[mailtype.Reason]int{}
+	var first error
+	for i, row := range rows {
+		if errs[i] == nil {
+			r.m.Published.WithLabelValues(row.EventType).Inc()
+			continue
+		}
+		reason, _ := classify(errs[i])
+		r.m.Failures.WithLabelValues(string(reason)).Inc()
+		failures[reason]++
+		if first == nil {
+			first = errs[i]
+		}
+	}
+	if first != nil {
+		r.log.Warn("outbox publishes failed, will retry", "rows", len(rows), "failed", len(attempts), "by_reason", failures, "error", first)
+	}
+	for _, a := range attempts {
+		if a.Dead {
+			r.log.Error("outbox row is dead: publishing gave up after max attempts; it needs an operator",
+				"event_id", a.EventID, "event_type", a.EventType, "dedupe_key", a.DedupeKey, "attempts", a.Attempts, "outbox_id", a.ID)
+		}
+	}
+}
+
+// retain deletes published rows older than the retention window, in
+// batches of RetentionBatch, at most maxRetentionDeletes batches per pass.
+func (r *Relay) retain(ctx context.Context, sess *store.RelaySession) error {
+	if r.cfg.RetentionWindow <= 0 {
+		return nil
+	}
+	before := time.Now().Add(-r.cfg.RetentionWindow)
+	var total int64
+	for i := 0; i < maxRetentionDeletes; i++ {
+		n, err := sess.DeletePublishedOutbox(ctx, before, r.cfg.RetentionBatch)
+		if err != nil {
+			return &dbError{err}
+		}
+		total += n
+		if n < int64(r.cfg.RetentionBatch) {
+			break
+		}
+	}
+	if total > 0 {
+		r.log.Info("deleted published outbox rows past retention", "rows", total, "published_before", before)
+	}
+	return nil
+}

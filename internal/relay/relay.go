@@ -1,0 +1,332 @@
+// Package relay publishes the outbox to the events exchange (mail.events),
+// the third hop of mailsvc (DESIGN.md sections 2, 4 and 5): rows oldest
+// first, one order's rows in write order, with publisher confirms, and a
+// row is marked published only after a real broker ack. Exactly one relay
+// is active across all replicas: the one holding a PostgreSQL session-level
+// advisory lock on a dedicated connection; the others stand by and take
+// over within relay LockRetry of the holder's connection closing.
+//
+// Delivery is at-least-once: a relay that dies between the ack and the mark
+// publishes the row again with the same event_id (consumers dedupe by it).
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Config configures the relay. Zero values take the defaults named on
+// each field (WithDefaults).
+type Config struct {
+	// AMQP says how to reach the broker and how fast to reconnect.
+	AMQP broker.Config
+	// Exchange is the events exchange (amqp.events_exchange). Rows carry
+	// their own exchange; this one is declared (topic, durable) when
+	// DeclareExchange is set (amqp.declare_topology).
+	Exchange        string
+	DeclareExchange bool
+	// Name is the application_name of the relay's PostgreSQL connections;
+	// "" means "mailsvc-relay".
+	Name string
+	// BatchSize is the most rows one publish round takes (relay.batch_size);
+	// 0 means 100, at most broker.MaxBatch.
+	BatchSize int
+	// PollInterval is how often the active relay looks for due rows when no
+	// wake-up arrived (relay.poll_interval); 0 means 1s. It also bounds how
+	// long a lost lock connection goes unnoticed while idle.
+	PollInterval time.Duration
+	// ConfirmTimeout bounds the wait for one round's publisher confirms
+	// (relay.confirm_timeout); 0 means 10s.
+	ConfirmTimeout time.Duration
+	// MaxAttempts is the failed publishes after which a row is dead
+	// (relay.max_attempts); 0 means 10.
+	MaxAttempts int
+	// RetryBackoff and RetryBackoffMax are the first and largest delay
+	// before a failed row is retried (exponential, jittered); 0 means 1s
+	// and 1m.
+	RetryBackoff, RetryBackoffMax time.Duration
+	// LockRetry is how often a standby replica tries to take the lock; 0
+	// means 2s.
+	LockRetry time.Duration
+	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
+	// attempts to reopen the lock connection or the LISTEN connection; 0
+	// means 500ms and 15s.
+	ReconnectBackoff, ReconnectBackoffMax time.Duration
+	// RetentionWindow is how long published rows are kept
+	// (retention.window); 0 keeps them forever.
+	RetentionWindow time.Duration
+	// RetentionInterval is how often the active relay deletes expired rows;
+	// 0 means 1m. RetentionBatch is the most rows one DELETE takes; 0 means
+	// 1000.
+	RetentionInterval time.Duration
+	RetentionBatch    int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	setInt(&c.BatchSize, 100)
+	setInt(&c.MaxAttempts, 10)
+	setInt(&c.RetentionBatch, 1000)
+	setDur(&c.PollInterval, time.Second)
+	setDur(&c.ConfirmTimeout, 10*time.Second)
+	setDur(&c.RetryBackoff, time.Second)
+	setDur(&c.RetryBackoffMax, time.Minute)
+	setDur(&c.LockRetry, 2*time.Second)
+	setDur(&c.ReconnectBackoff, 500*time.Millisecond)
+	setDur(&c.ReconnectBackoffMax, 15*time.Second)
+	setDur(&c.RetentionInterval, time.Minute)
+	if c.Name == "" {
+		c.Name = "mailsvc-relay"
+	}
+	return c
+}
+
+func setInt(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+func setDur(v *time.Duration, d time.Duration) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+// Validate reports every invalid field at once (errors.Join).
+func (c Config) Validate() error {
+	var errs []error
+	if c.AMQP.URL == "" {
+		errs = append(errs, errors.New("relay: AMQP.URL is empty"))
+	}
+	if c.DeclareExchange && c.Exchange == "" {
+		errs = append(errs, errors.New("relay: Exchange is empty but DeclareExchange is set"))
+	}
+	if c.BatchSize < 1 || c.BatchSize > broker.MaxBatch {
+		errs = append(errs, fmt.Errorf("relay: BatchSize %d is outside 1..%d", c.BatchSize, broker.MaxBatch))
+	}
+	if c.MaxAttempts < 1 {
+		errs = append(errs, fmt.Errorf("relay: MaxAttempts %d must be at least 1", c.MaxAttempts))
+	}
+	for name, d := range map[string]time.Duration{
+		"PollInterval": c.PollInterval, "ConfirmTimeout": c.ConfirmTimeout, "RetryBackoff": c.RetryBackoff,
+		"RetryBackoffMax": c.RetryBackoffMax, "LockRetry": c.LockRetry, "ReconnectBackoff": c.ReconnectBackoff,
+		"ReconnectBackoffMax": c.ReconnectBackoffMax, "RetentionInterval": c.RetentionInterval,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("relay: %s must be positive", name))
+		}
+	}
+	if c.RetentionWindow < 0 {
+		errs = append(errs, errors.New("relay: RetentionWindow must not be negative"))
+	}
+	if c.RetentionBatch < 1 {
+		errs = append(errs, fmt.Errorf("relay: RetentionBatch %d must be at least 1", c.RetentionBatch))
+	}
+	return errors.Join(errs...)
+}
+
+// Relay is the outbox relay. Build it with New; its methods are safe for
+// concurrent use.
+type Relay struct {
+	cfg    Config
+	st     *store.Store
+	log    *slog.Logger
+	m      *Metrics
+	onConn func(bool)
+	wake   chan struct{}
+	// afterConfirm, when set (tests), runs after a round's confirms and
+	// before its results are recorded.
+	afterConfirm func()
+
+	mu      sync.Mutex
+	started bool
+	soft    context.CancelFunc // ends the loops between rounds
+	hard    context.CancelFunc // aborts a round in flight
+	done    chan struct{}
+}
+
+// New returns a relay that publishes st's outbox. cfg is completed with
+// WithDefaults and validated; the error lists every invalid field. m must
+// not be nil; bm may be nil (no mailsvc_amqp_connected gauge).
+func New(cfg Config, st *store.Store, log *slog.Logger, m *Metrics, bm *broker.Metrics) (*Relay, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Relay{
+		cfg: cfg, st: st, log: log.With("component", "relay"), m: m,
+		onConn: bm.OnState(broker.RoleRelay), wake: make(chan struct{}, 1),
+	}, nil
+}
+
+// Wake tells the relay, without blocking, that an outbox row was written,
+// so the active relay publishes it now rather than at the next poll. Safe
+// to call at any time, from any goroutine, before Start and after Stop.
+func (r *Relay) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the relay in the background and returns at once. The relay
+// reconnects to the database and the broker by itself and never returns an
+// error after Start; cancelling ctx does not stop it (Stop does). Starting
+// twice is an error.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started {
+		return errors.New("relay already started")
+	}
+	r.started = true
+	base := context.WithoutCancel(ctx)
+	hard, hardCancel := context.WithCancel(base)
+	soft, softCancel := context.WithCancel(hard)
+	r.soft, r.hard, r.done = softCancel, hardCancel, make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.run(soft, hard)
+	}()
+	return nil
+}
+
+// hardStopGrace bounds the wait after a hard stop for a goroutine blocked
+// in a call that does not honour a context.
+const hardStopGrace = 2 * time.Second
+
+// Stop stops the relay: no new round starts, the round in flight finishes
+// (its confirms waited for and its results recorded) unless ctx ends
+// first, in which case the round is aborted and its rows stay unpublished
+// (published again later, same event_id). It releases the lock. Stop is
+// idempotent, safe without Start, and returns ctx's error when the relay
+// did not stop in time.
+func (r *Relay) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.started {
+		r.mu.Unlock()
+		return nil
+	}
+	soft, hard, done := r.soft, r.hard, r.done
+	r.mu.Unlock()
+	soft()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	hard()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(hardStopGrace):
+		return fmt.Errorf("stop relay: %w", ctx.Err())
+	}
+}
+
+// run keeps a database session until soft is done: open it, contend for
+// the lock, lead while holding it, and after a failure reconnect with
+// capped, jittered backoff.
+func (r *Relay) run(soft, hard context.Context) {
+	failures := 0
+	for soft.Err() == nil {
+		began := time.Now()
+		err := r.session(soft, hard)
+		if soft.Err() != nil {
+			return
+		}
+		if time.Since(began) > r.cfg.ReconnectBackoffMax {
+			failures = 0
+		}
+		failures++
+		d := backoff.Delay(failures, r.cfg.ReconnectBackoff, r.cfg.ReconnectBackoffMax)
+		r.log.Warn("relay database session lost, reconnecting", "error", err, "retry_in", d.String(), "failures", failures)
+		if !backoff.Sleep(soft.Done(), d) {
+			return
+		}
+	}
+}
+
+// session opens the dedicated connection, waits for the lock and leads.
+// It returns why the session ended (nil on a soft stop).
+func (r *Relay) session(soft, hard context.Context) error {
+	sess, err := r.st.OpenRelaySession(soft, r.cfg.Name)
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	if err := r.awaitLock(soft, sess); err != nil || soft.Err() != nil {
+		return err
+	}
+	r.m.Leader.Set(1)
+	defer r.m.Leader.Set(0)
+	r.log.Info("relay lock acquired: this replica publishes the outbox")
+	err = r.lead(soft, hard, sess)
+	r.log.Info("relay lock released")
+	return err
+}
+
+// awaitLock tries the lock every LockRetry until this session holds it.
+func (r *Relay) awaitLock(ctx context.Context, sess *store.RelaySession) error {
+	standby := false
+	for {
+		held, err := sess.TryLock(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil || held {
+			return err
+		}
+		if !standby {
+			r.log.Info("relay standing by: another replica holds the relay lock")
+			standby = true
+		}
+		if !backoff.Sleep(ctx.Done(), r.cfg.LockRetry) {
+			return nil
+		}
+	}
+}
+
+// dbError marks an error of the relay's database session: leadership ends
+// with it, whereas a broker error only reconnects the broker.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
+
+// lead publishes while this session holds the lock: the LISTEN loop wakes
+// it, broker.SupervisePublisher keeps a broker connection, and a database
+// error ends it (the lock may be gone with the connection).
+func (r *Relay) lead(soft, hard context.Context, sess *store.RelaySession) error {
+	lctx, cancel := context.WithCancelCause(soft)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.listen(lctx)
+	}()
+	r.Wake() // rows written while no relay was active
+	_ = broker.SupervisePublisher(lctx, r.cfg.AMQP, r.log, r.onConn, func(ctx context.Context, pub *broker.Publisher) error {
+		err := r.publishLoop(ctx, hard, pub, sess)
+		var de *dbError
+		if errors.As(err, &de) {
+			cancel(de.err)
+		}
+		return err
+	})
+	cancel(nil)
+	wg.Wait()
+	if soft.Err() != nil {
+		return nil
+	}
+	return context.Cause(lctx)
+}

@@ -1,0 +1,329 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/relay"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "#")
+	// No polling: every row below goes out on a wake-up (NOTIFY or Wake).
+	r := b.newRelay(t, func(c *relay.Config) { c.PollInterval = time.Hour })
+	for i, typ := range mailtype.OutputEventTypes {
+		b.insert(t, feedback(string(rune('a'+i)), typ))
+	}
+	b.start(t, r)
+	got := obs.waitFor(t, len(mailtype.OutputEventTypes))
+	require.Len(t, got, len(mailtype.OutputEventTypes))
+	b.insert(t, feedback("late", mailtype.EmailSent)) // wakes the relay through LISTEN/NOTIFY
+	got = obs.waitFor(t, len(mailtype.OutputEventTypes)+1)
+
+	rows := b.outbox(t)
+	require.Len(t, got, len(rows))
+	for i, d := range got {
+		row := rows[i]
+		requireMessage(t, d, row)
+		require.NotNil(t, row.PublishedAt)
+		require.Equal(t, 0, row.Attempts)
+	}
+	for _, typ := range mailtype.OutputEventTypes {
+		want := 1.0
+		if typ == mailtype.EmailSent {
+			want = 2
+		}
+		require.Equal(t, want, value(t, b.m.Published.WithLabelValues(string(typ))), typ)
+	}
+	require.Equal(t, 1.0, value(t, b.m.Leader))
+	require.Equal(t, 1.0, value(t, b.bm.Connected.WithLabelValues(broker.RoleRelay)))
+	for _, reason := range relay.FailureReasons {
+		require.Equal(t, 0.0, b.failures(t, reason))
+	}
+	stopNow(t, r)
+	require.Equal(t, 0.0, value(t, b.m.Leader))
+	require.Equal(t, 0.0, value(t, b.bm.Connected.WithLabelValues(broker.RoleRelay)))
+}
+
+// requireMessage checks the AMQP message of row (DESIGN.md section 4).
+func requireMessage(t *testing.T, d amqp.Delivery, row store.OutboxState) {
+	t.Helper()
+	require.Equal(t, row.EventID, d.MessageId)
+	require.Equal(t, mailtype.EventType(row.EventType).RoutingKey(), d.RoutingKey)
+	require.Equal(t, row.EventType, d.Type)
+	require.Equal(t, "application/json", d.ContentType)
+	require.Equal(t, amqp.Persistent, d.DeliveryMode)
+	require.False(t, d.Timestamp.IsZero())
+	var body struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+		DedupeKey string `json:"dedupe_key"`
+		Data      struct {
+			OrderID string `json:"order_id"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(d.Body, &body))
+	require.Equal(t, row.EventID, body.EventID)
+	require.Equal(t, row.EventType, body.EventType)
+	require.Equal(t, row.OrderID, body.Data.OrderID)
+	require.Equal(t, mailtype.ConfirmationKey(row.OrderID), body.DedupeKey)
+}
+
+func stopNow(t *testing.T, r *relay.Relay) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.Stop(ctx))
+	require.NoError(t, r.Stop(ctx), "Stop is idempotent")
+}
+
+func TestRelayRepublishesWhenItDiesBeforeTheMark(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dbProxy: true})
+	obs := observe(t, b.names, "#")
+	r := b.newRelay(t, nil)
+	var once sync.Once
+	relay.SetAfterConfirm(r, func() {
+		// The broker acked; the database goes away before the mark.
+		once.Do(b.dbProxy.Cut)
+	})
+	b.insert(t, feedback("1", mailtype.EmailSent))
+	b.start(t, r)
+
+	first := obs.waitFor(t, 1)
+	require.Len(t, first, 1)
+	require.Nil(t, b.outbox(t)[0].PublishedAt, "an acked row whose mark failed is not published")
+	b.dbProxy.Restore(t)
+
+	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 20*time.Second, 10*time.Millisecond)
+	got := obs.waitFor(t, 2)
+	require.Len(t, got, 2, "published again, exactly once more")
+	row := b.outbox(t)[0]
+	require.Equal(t, row.EventID, got[0].MessageId)
+	require.Equal(t, row.EventID, got[1].MessageId, "the duplicate carries the same event_id")
+	require.Equal(t, 0, row.Attempts)
+	require.Equal(t, 1.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailSent))))
+}
+
+func TestRelayHoldsTheBacklogWhileTheBrokerIsDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{amqpProxy: true})
+	obs := observe(t, b.names, "#")
+	r := b.newRelay(t, nil)
+	b.start(t, r)
+	connected := func() float64 { return value(t, b.bm.Connected.WithLabelValues(broker.RoleRelay)) }
+	require.Eventually(t, func() bool { return connected() == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	b.amqpProxy.Cut()
+	require.Eventually(t, func() bool { return connected() == 0 }, 10*time.Second, 10*time.Millisecond)
+	fs := make([]store.Feedback, 120)
+	for i := range fs {
+		fs[i] = feedback(fmt.Sprintf("o%d", i), mailtype.EmailSent)
+	}
+	b.insert(t, fs...)
+	r.Wake()
+	require.Never(t, func() bool { return b.countPublished(t) > 0 }, time.Second, 50*time.Millisecond,
+		"nothing is marked published while the broker is unreachable")
+	require.Empty(t, obs.deliveries())
+
+	b.amqpProxy.Restore(t)
+	require.Eventually(t, func() bool { return b.countPublished(t) == len(fs) }, 30*time.Second, 20*time.Millisecond)
+	got := obs.waitFor(t, len(fs))
+	require.Len(t, got, len(fs))
+	ids := map[string]bool{}
+	for _, d := range got {
+		ids[d.MessageId] = true
+	}
+	require.Len(t, ids, len(fs), "every row arrived")
+	for _, row := range b.outbox(t) {
+		require.True(t, ids[row.EventID])
+		require.Nil(t, row.DeadAt)
+	}
+}
+
+func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 1000 })
+	b.insert(t, feedback("1", mailtype.EmailFailed))
+	b.start(t, r) // no queue is bound to the events exchange yet
+
+	require.Eventually(t, func() bool { return b.outbox(t)[0].Attempts >= 2 }, 20*time.Second, 10*time.Millisecond)
+	row := b.outbox(t)[0]
+	require.Nil(t, row.PublishedAt)
+	require.Nil(t, row.DeadAt)
+	require.True(t, strings.HasPrefix(row.LastError, "unroutable: "), row.LastError)
+	require.Contains(t, row.LastError, `routing key "email.failed"`)
+	require.GreaterOrEqual(t, b.failures(t, mailtype.ReasonUnroutable), 2.0)
+	require.Equal(t, 0.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))))
+
+	obs := observe(t, b.names, "email.*")
+	got := obs.waitFor(t, 1)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Len(t, obs.deliveries(), 1)
+	require.Equal(t, row.EventID, got[0].MessageId)
+	require.Equal(t, 1.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))))
+}
+
+func TestRelayDoesNotMarkANackedPublish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	bindRejecting(t, b.names, "#")
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 2 })
+	b.insert(t, feedback("1", mailtype.EmailSent))
+	b.start(t, r)
+
+	require.Eventually(t, func() bool { return b.outbox(t)[0].DeadAt != nil }, 20*time.Second, 10*time.Millisecond)
+	row := b.outbox(t)[0]
+	require.Nil(t, row.PublishedAt)
+	require.Equal(t, 2, row.Attempts)
+	require.True(t, strings.HasPrefix(row.LastError, "nack: "), row.LastError)
+	require.Equal(t, 2.0, b.failures(t, mailtype.ReasonNack))
+	require.Equal(t, 0.0, b.failures(t, mailtype.ReasonUnroutable))
+}
+
+func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "email.#")
+	b.insert(t, feedback("1", mailtype.EmailSent), feedback("2", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate))
+	stuck := b.outbox(t)[0]
+	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, stuck.ID)
+	r := b.newRelay(t, nil) // MaxAttempts 3
+	b.start(t, r)
+
+	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 20*time.Second, 10*time.Millisecond)
+	rows := b.outbox(t)
+	require.NotNil(t, rows[0].DeadAt)
+	require.Nil(t, rows[0].PublishedAt)
+	require.Equal(t, 3, rows[0].Attempts)
+	require.True(t, strings.HasPrefix(rows[0].LastError, "unroutable: "), rows[0].LastError)
+	require.Equal(t, 3.0, b.failures(t, mailtype.ReasonUnroutable))
+	require.False(t, rows[2].PublishedAt.Before(*rows[0].DeadAt), "the row behind waited for the dead one")
+
+	got := obs.waitFor(t, 2)
+	require.Len(t, got, 2)
+	require.ElementsMatch(t, []string{rows[1].EventID, rows[2].EventID}, []string{got[0].MessageId, got[1].MessageId})
+}
+
+func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "email.#")
+	b.insert(t, feedback("1", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate),
+		feedback("1", mailtype.EmailUnknown), feedback("2", mailtype.EmailSent))
+	first := b.outbox(t)[0]
+	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, first.ID)
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 1000 })
+	b.start(t, r)
+
+	// While the first row of order 1 keeps failing, order 2 flows and the
+	// rest of order 1 waits.
+	require.Eventually(t, func() bool {
+		rows := b.outbox(t)
+		return rows[0].Attempts >= 2 && rows[3].PublishedAt != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	rows := b.outbox(t)
+	require.Nil(t, rows[1].PublishedAt)
+	require.Nil(t, rows[2].PublishedAt)
+
+	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'email.sent' WHERE id = $1`, first.ID)
+	got := obs.waitFor(t, 4)
+	require.Len(t, got, 4)
+	var order1 []string
+	for _, d := range got {
+		if d.MessageId != rows[3].EventID {
+			order1 = append(order1, d.MessageId)
+		}
+	}
+	require.Equal(t, []string{rows[0].EventID, rows[1].EventID, rows[2].EventID}, order1)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 4 }, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestRelayDeletesPublishedRowsPastRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "#")
+	b.insert(t, feedback("1", mailtype.EmailSent), feedback("2", mailtype.EmailSent), feedback("3", mailtype.EmailSent))
+	b.sc.Exec(t, `UPDATE outbox SET published_at = now() - interval '2 hours' WHERE order_id IN ('1', '2')`)
+	r := b.newRelay(t, func(c *relay.Config) { c.RetentionWindow = time.Hour; c.RetentionBatch = 1 })
+	b.start(t, r)
+
+	require.Eventually(t, func() bool {
+		rows := b.outbox(t)
+		return len(rows) == 1 && rows[0].PublishedAt != nil
+	}, 20*time.Second, 10*time.Millisecond)
+	require.Equal(t, "3", b.outbox(t)[0].OrderID)
+	require.Len(t, obs.waitFor(t, 1), 1)
+}
+
+func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "#")
+	first := b.newRelay(t, nil)
+	b.start(t, first)
+	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+	// A second relay in this process, with its own metrics, stands by.
+	m2 := relay.NewMetrics(prometheus.NewRegistry())
+	second, err := relay.New(b.cfg, b.relayStore, testLogger(t), m2, nil)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(context.Background()))
+	t.Cleanup(func() { stopNow(t, second) })
+	b.insert(t, feedback("1", mailtype.EmailSent))
+	obs.waitFor(t, 1)
+	require.Equal(t, 0.0, value(t, m2.Leader))
+	require.Equal(t, 0.0, value(t, m2.Published.WithLabelValues(string(mailtype.EmailSent))))
+
+	stopNow(t, first)
+	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
+	b.insert(t, feedback("2", mailtype.EmailSent))
+	require.Len(t, obs.waitFor(t, 2), 2)
+	require.Equal(t, 1.0, value(t, m2.Published.WithLabelValues(string(mailtype.EmailSent))))
+	require.Equal(t, 2, b.countPublished(t))
+}
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.newRelay(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.Stop(ctx), "Stop without Start")
+	r.Wake()
+	r.Wake() // never blocks
+	require.NoError(t, r.Start(ctx))
+	require.Error(t, r.Start(ctx), "Start twice")
+	require.NoError(t, r.Stop(ctx))
+	require.NoError(t, r.Stop(ctx))
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	err := relay.Config{BatchSize: broker.MaxBatch + 1, MaxAttempts: -1, DeclareExchange: true, RetentionWindow: -time.Second}.WithDefaults().Validate()
+	require.Error(t, err)
+	for _, want := range []string{"AMQP.URL", "Exchange", "BatchSize", "MaxAttempts", "RetentionWindow"} {
+		require.Contains(t, err.Error(), want)
+	}
+	c := relay.Config{AMQP: broker.Config{URL: "amqp://x"}}.WithDefaults()
+	require.NoError(t, c.Validate())
+	require.Equal(t, 100, c.BatchSize)
+	require.Equal(t, 10, c.MaxAttempts)
+	require.Equal(t, 10*time.Second, c.ConfirmTimeout)
+	require.Equal(t, time.Second, c.PollInterval)
+}
