@@ -26,31 +26,24 @@ import (
 
 var metricNameRE = regexp.MustCompile(`\bmailsvc_[a-zA-Z0-9_]+`)
 
-// alertRules returns alerts.yaml's rules.
-func alertRules(t *testing.T) []struct {
+// alertRule is one rule of alerts.yaml.
+type alertRule struct {
 	Alert       string            `yaml:"alert"`
 	Expr        string            `yaml:"expr"`
 	Labels      map[string]string `yaml:"labels"`
 	Annotations map[string]string `yaml:"annotations"`
-} {
+}
+
+// alertRules returns alerts.yaml's rules, every group's in order.
+func alertRules(t *testing.T) []alertRule {
 	t.Helper()
 	var f struct {
 		Groups []struct {
-			Rules []struct {
-				Alert       string            `yaml:"alert"`
-				Expr        string            `yaml:"expr"`
-				Labels      map[string]string `yaml:"labels"`
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"rules"`
+			Rules []alertRule `yaml:"rules"`
 		} `yaml:"groups"`
 	}
 	require.NoError(t, yaml.Unmarshal(readFile(t, "deploy/prometheus/alerts.yaml"), &f))
-	var rules []struct {
-		Alert       string            `yaml:"alert"`
-		Expr        string            `yaml:"expr"`
-		Labels      map[string]string `yaml:"labels"`
-		Annotations map[string]string `yaml:"annotations"`
-	}
+	var rules []alertRule
 	for _, g := range f.Groups {
 		rules = append(rules, g.Rules...)
 	}
