@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
 // ReadyCheck is one condition /readyz requires; Check returns nil when met.
@@ -38,7 +40,8 @@ func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log
 		defer cancel()
 		for _, c := range *checks {
 			if err := c.Check(ctx); err != nil {
-				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "check": c.Name, "reason": err.Error()})
+				// Sanitize: one short line, no address (errors never carry secrets).
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "check": c.Name, "reason": mailtype.Sanitize(err.Error())})
 				return
 			}
 		}

@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/testproxy"
+)
+
+// get fetches path from the server and returns the status and body.
+func get(t *testing.T, addr, path string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	require.NoError(t, err)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(b)
+}
+
+// startHTTP starts an httpServer on a free loopback port and stops it at
+// cleanup.
+func startHTTP(t *testing.T, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
+	t.Helper()
+	h := newHTTPServer("127.0.0.1:0", g, checks, log)
+	require.NoError(t, h.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		require.NoError(t, h.Stop(ctx))
+		http.DefaultClient.CloseIdleConnections()
+	})
+	return h
+}
+
+func TestHealthzAnswersWithoutDependencies(t *testing.T) {
+	t.Parallel()
+	failing := []ReadyCheck{{Name: "database", Check: func(context.Context) error { return store.ErrSchemaBehind }}}
+	h := startHTTP(t, prometheus.NewRegistry(), &failing, slog.New(slog.DiscardHandler))
+	code, body := get(t, h.addr, "/healthz")
+	require.Equal(t, http.StatusOK, code)
+	require.JSONEq(t, `{"status":"ok"}`, body)
+	code, body = get(t, h.addr, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	var r map[string]string
+	require.NoError(t, json.Unmarshal([]byte(body), &r))
+	require.Equal(t, "not ready", r["status"])
+	require.Equal(t, "database", r["check"])
+	require.Contains(t, r["reason"], "mailsvc migrate")
+}
+
+func TestReadyzFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	px := testproxy.New(t, testproxy.HostPort(t, sc.URL, "5432"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URL: px.RewriteURL(t, sc.URL), MaxConns: 2})
+	require.NoError(t, err)
+	defer st.Close()
+	checks := []ReadyCheck{{Name: "database", Check: st.Ping}, {Name: "schema", Check: st.CheckSchema}}
+	h := startHTTP(t, prometheus.NewRegistry(), &checks, slog.New(slog.DiscardHandler))
+
+	code, body := get(t, h.addr, "/readyz")
+	require.Equal(t, http.StatusOK, code, body)
+	require.JSONEq(t, `{"status":"ready"}`, body)
+
+	px.Cut()
+	code, body = get(t, h.addr, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.Contains(t, body, `"check":"database"`)
+
+	px.Restore(t)
+	require.Eventually(t, func() bool {
+		code, _ := get(t, h.addr, "/readyz")
+		return code == http.StatusOK
+	}, 15*time.Second, 50*time.Millisecond)
+
+	// A schema behind the binary is not ready either.
+	behind := storetest.NewEmpty(t)
+	behindChecks := []ReadyCheck{{Name: "database", Check: behind.Store.Ping}, {Name: "schema", Check: behind.Store.CheckSchema}}
+	h2 := startHTTP(t, prometheus.NewRegistry(), &behindChecks, slog.New(slog.DiscardHandler))
+	code, body = get(t, h2.addr, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.True(t, strings.Contains(body, `"check":"schema"`), body)
+}

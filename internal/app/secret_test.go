@@ -1,0 +1,175 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/stats"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/testproxy"
+)
+
+// Known secrets fed through the config; none may ever be seen outside.
+const (
+	smtpSecret   = "smtp-S3cret-hunter2"
+	resendSecret = "re_S3cretKey_4f9a"
+	dbSecret     = "dbS3cretPw-77"
+)
+
+// syncBuffer is a log sink safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// daemon is a running set of components built by the real wiring.
+type daemon struct {
+	cfg   *config.Config
+	store *store.Store
+	parts []named
+	http  *httpServer
+	logs  *syncBuffer
+}
+
+// secretConfig loads a config whose secrets are the known ones and whose
+// database URL (with dbSecret as password) goes through dbAddr.
+func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokertest.Names, extra map[string]string) *config.Config {
+	t.Helper()
+	dbURL := strings.Replace(sc.URL, "postgres://postgres@", "postgres://postgres:"+dbSecret+"@", 1)
+	px := &testproxy.Proxy{Addr: dbAddr}
+	env := map[string]string{
+		"MAILSVC_DATABASE_URL": px.RewriteURL(t, dbURL), "MAILSVC_AMQP_URL": brokertest.URL(),
+		"MAILSVC_AMQP_INPUT_EXCHANGE": n.InputExchange, "MAILSVC_AMQP_QUEUE": n.Queue,
+		"MAILSVC_AMQP_DEAD_LETTER_EXCHANGE": n.DeadLetterExchange, "MAILSVC_AMQP_DEAD_LETTER_QUEUE": n.DeadLetterQueue,
+		"MAILSVC_AMQP_EVENTS_EXCHANGE": n.EventsExchange, "MAILSVC_HTTP_ADDR": "127.0.0.1:0",
+		"MAILSVC_MAIL_FROM": "Shop <orders@shop.example>", "MAILSVC_LOG_LEVEL": "debug",
+		"MAILSVC_SMTP_PASSWORD": smtpSecret, "MAILSVC_SMTP_USERNAME": "mailer", "MAILSVC_RESEND_API_KEY": resendSecret,
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	cfg, err := config.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	require.Contains(t, cfg.Database.URL.Reveal(), dbSecret)
+	return cfg
+}
+
+// startDaemon builds the components with the real wiring and starts them;
+// they stop at cleanup.
+func startDaemon(t *testing.T, cfg *config.Config) *daemon {
+	t.Helper()
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 8, EventsExchange: cfg.AMQP.EventsExchange})
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8)}
+	parts, err := w.build()
+	require.NoError(t, err)
+	d := &daemon{cfg: cfg, store: st, logs: logs, http: parts[0].c.(*httpServer)}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for i := len(d.parts) - 1; i >= 0; i-- {
+			require.NoError(t, d.parts[i].c.Stop(ctx), d.parts[i].name)
+		}
+		st.Close()
+		http.DefaultClient.CloseIdleConnections()
+	})
+	for _, p := range parts {
+		require.NoError(t, p.c.Start(context.Background()), p.name)
+		d.parts = append(d.parts, p)
+	}
+	return d
+}
+
+// part returns the started component called name.
+func (d *daemon) part(t *testing.T, name string) Component {
+	t.Helper()
+	for _, p := range d.parts {
+		if p.name == name {
+			return p.c
+		}
+	}
+	t.Fatalf("no component %s", name)
+	return nil
+}
+
+func requireNoSecret(t *testing.T, where, text string) {
+	t.Helper()
+	for _, s := range []string{smtpSecret, resendSecret, dbSecret} {
+		require.NotContains(t, text, s, "%s leaks a secret", where)
+	}
+}
+
+// TestKnownSecretNeverLeaks feeds known secrets through the config
+// (smtp.password, resend.api_key, the database URL's password) and drives
+// the error paths that exist: the database cut under the daemon (readyz,
+// stats refresh, store errors), a failing start, then greps every output.
+func TestKnownSecretNeverLeaks(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	px := testproxy.New(t, testproxy.HostPort(t, sc.URL, "5432"))
+	cfg := secretConfig(t, sc, px.Addr, brokertest.New(t), nil)
+	d := startDaemon(t, cfg)
+	slog.New(slog.NewJSONHandler(d.logs, nil)).Info("effective config", "config", cfg, "database_url", cfg.Database.URL)
+
+	var metrics string
+	require.Eventually(t, func() bool {
+		_, metrics = get(t, d.http.addr, "/metrics")
+		return !strings.Contains(metrics, "mailsvc_stats_last_refresh_timestamp_seconds 0\n")
+	}, 10*time.Second, 20*time.Millisecond, "the first refresh runs at start")
+	require.Contains(t, metrics, `mailsvc_mails{status="pending"} 0`)
+	require.Contains(t, metrics, "go_goroutines")
+
+	px.Cut()
+	code, ready := get(t, d.http.addr, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	d.part(t, "stats").(*stats.Collector).Refresh(context.Background())
+	_, err := d.store.MailByKey(context.Background(), "order-confirmed:1")
+	require.Error(t, err)
+	_, metricsCut := get(t, d.http.addr, "/metrics")
+	require.NotContains(t, metricsCut, "mailsvc_stats_refresh_errors_total 0")
+
+	// Serve itself with the database unreachable.
+	serveErr := Serve(context.Background(), cfg, slog.New(slog.NewJSONHandler(d.logs, nil)))
+	require.Error(t, serveErr)
+	px.Restore(t)
+
+	logs := d.logs.String()
+	require.Contains(t, logs, `"msg":"refresh database gauges"`)
+	require.Contains(t, logs, "<redacted>")
+	for where, text := range map[string]string{
+		"logs": logs, "/metrics": metrics + metricsCut, "/readyz": ready, "store error": err.Error(), "Serve error": serveErr.Error(),
+	} {
+		requireNoSecret(t, where, text)
+	}
+}
