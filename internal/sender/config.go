@@ -1,0 +1,128 @@
+package sender
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// Config configures a Pool. The keys are those of the `sender` section of
+// configs/mailsvc.yaml; ConfigFrom copies them.
+type Config struct {
+	// Workers is the number of concurrent send workers (default 8).
+	Workers int
+	// BatchSize is the most rows one claim takes (default 10). A claim never
+	// takes more rows than there are idle workers, so no claimed row waits.
+	BatchSize int
+	// Lease is how long a claim owns a row (default 2m); it must exceed
+	// SendTimeout (the config check demands a margin of
+	// config.LeaseMargin).
+	Lease time.Duration
+	// SendTimeout is the hard deadline around one whole provider call
+	// (default 30s).
+	SendTimeout time.Duration
+	// MaxAttempts is the number of attempts before a mail fails (default 8);
+	// a lease expiry counts as an attempt.
+	MaxAttempts int
+	// AmbiguousPolicy is what an ambiguous SMTP outcome leads to (default
+	// retry); a template's setting overrides it.
+	AmbiguousPolicy mailtype.AmbiguousPolicy
+	// RetryBackoff and RetryBackoffMax are the first and largest delay
+	// between attempts (defaults 5s and 30m; exponential with jitter).
+	RetryBackoff    time.Duration
+	RetryBackoffMax time.Duration
+	// RateLimit is the most provider calls per second of this pool; 0 means
+	// no limit. Tokens are taken before a claim, never after.
+	RateLimit float64
+	// PollInterval is how often an idle pool looks for due rows when no
+	// wake-up arrives (default 1s): the safety net across replicas.
+	PollInterval time.Duration
+	// ShutdownTimeout is how long Stop lets in-flight sends finish before it
+	// cancels them (default 20s); Stop's context may cut it shorter.
+	ShutdownTimeout time.Duration
+	// From is the sender address of every mail (mail.from); required.
+	From string
+	// WorkerID names this process in locked_by; default "hostname/pid".
+	WorkerID string
+	// DBTimeout bounds each database statement of the pool (default 10s).
+	DBTimeout time.Duration
+}
+
+// ConfigFrom copies the sender settings of a loaded configuration.
+func ConfigFrom(c *config.Config) Config {
+	s := c.Sender
+	return Config{
+		Workers: s.Workers, BatchSize: s.BatchSize, Lease: s.Lease, SendTimeout: s.SendTimeout,
+		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
+		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
+		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.Workers == 0 {
+		c.Workers = 8
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 10
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 8
+	}
+	if c.AmbiguousPolicy == "" {
+		c.AmbiguousPolicy = mailtype.PolicyRetry
+	}
+	def(&c.Lease, 2*time.Minute)
+	def(&c.SendTimeout, 30*time.Second)
+	def(&c.RetryBackoff, 5*time.Second)
+	def(&c.RetryBackoffMax, 30*time.Minute)
+	def(&c.PollInterval, time.Second)
+	def(&c.ShutdownTimeout, 20*time.Second)
+	def(&c.DBTimeout, 10*time.Second)
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return c
+}
+
+// Validate reports every invalid field at once (errors.Join), each message
+// naming its config key. It does not demand config.LeaseMargin (tests use
+// short leases); internal/config does for the daemon.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	for key, n := range map[string]int{"sender.workers": c.Workers, "sender.batch_size": c.BatchSize, "sender.max_attempts": c.MaxAttempts} {
+		if n <= 0 {
+			bad(key, "must be positive, got %d", n)
+		}
+	}
+	if !c.AmbiguousPolicy.Valid() {
+		bad("sender.ambiguous_policy", "must be retry or unknown, got %q", c.AmbiguousPolicy)
+	}
+	if c.Lease <= c.SendTimeout {
+		bad("sender.lease", "(%s) must exceed sender.send_timeout (%s)", c.Lease, c.SendTimeout)
+	}
+	if c.RetryBackoffMax < c.RetryBackoff {
+		bad("sender.retry_backoff_max", "(%s) must be at least sender.retry_backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
+	}
+	if c.RateLimit < 0 {
+		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
+	}
+	if c.From == "" {
+		bad("mail.from", "is required")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,72 @@
+package sender
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcome labels of mailsvc_send_attempts_total (DESIGN.md section 7).
+const (
+	OutcomeSent      = "sent"
+	OutcomeTransient = "transient"
+	OutcomePermanent = "permanent"
+	OutcomeAmbiguous = "ambiguous"
+	// OutcomeFenced counts attempts whose outcome could not be written
+	// because the row had changed owner.
+	OutcomeFenced = "fenced"
+)
+
+// Providers lists the provider label values, pre-initialised so that
+// dashboards show zeros, not gaps.
+var Providers = []string{"smtp", "resend"}
+
+var outcomes = []string{OutcomeSent, OutcomeTransient, OutcomePermanent, OutcomeAmbiguous, OutcomeFenced}
+
+// Metrics are the sender's Prometheus metrics. Safe for concurrent use.
+type Metrics struct {
+	// Attempts is mailsvc_send_attempts_total{provider,outcome}.
+	Attempts *prometheus.CounterVec
+	// Duration is mailsvc_send_duration_seconds{provider}: one provider
+	// call, in seconds.
+	Duration *prometheus.HistogramVec
+	// LeaseReclaims is mailsvc_lease_reclaims_total: rows claimed again
+	// after their lease expired.
+	LeaseReclaims prometheus.Counter
+	// FencingRejections is mailsvc_fencing_rejections_total: writes refused
+	// because the worker had lost its lease.
+	FencingRejections prometheus.Counter
+}
+
+// NewMetrics creates the metrics and registers them with reg (nil: not
+// registered, for tests). It panics if they are registered twice, like
+// prometheus.MustRegister.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_send_attempts_total",
+			Help: "Send attempts by provider and outcome (sent, transient, permanent, ambiguous, fenced).",
+		}, []string{"provider", "outcome"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mailsvc_send_duration_seconds",
+			Help:    "Duration of one provider call, in seconds.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"provider"}),
+		LeaseReclaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_lease_reclaims_total",
+			Help: "Mails claimed again after their lease expired.",
+		}),
+		FencingRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_fencing_rejections_total",
+			Help: "Writes refused because the worker had lost the row's lease.",
+		}),
+	}
+	for _, p := range Providers {
+		m.Duration.WithLabelValues(p)
+		for _, o := range outcomes {
+			m.Attempts.WithLabelValues(p, o)
+		}
+	}
+	if reg != nil {
+		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections)
+	}
+	return m
+}

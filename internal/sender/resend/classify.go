@@ -1,0 +1,145 @@
+package resend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+)
+
+// Resend error names (Resend documentation, "Idempotency Keys").
+const (
+	// errInvalidIdempotentRequest: the key was used with another payload.
+	errInvalidIdempotentRequest = "invalid_idempotent_request"
+	// errConcurrentIdempotentRequests: a request with the key is in
+	// progress; retrying later is safe.
+	errConcurrentIdempotentRequests = "concurrent_idempotent_requests"
+)
+
+// exchange is what the recorder saw of one API call.
+type exchange struct {
+	// wrote is set once the whole request was written: from then on a lost
+	// response leaves it unknown whether Resend sent the mail.
+	wrote    atomic.Bool
+	status   int
+	header   http.Header
+	errName  string
+	errorMsg string
+}
+
+type exchangeKey struct{}
+
+// withExchange attaches e to ctx, with an httptrace hook that records
+// when the request was fully written.
+func withExchange(ctx context.Context, e *exchange) context.Context {
+	ctx = context.WithValue(ctx, exchangeKey{}, e)
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				e.wrote.Store(true)
+			}
+		},
+	})
+}
+
+// recorder is a RoundTripper that records the status, headers and Resend
+// error name of a response, and gives resend-go the body back unread.
+type recorder struct{ next http.RoundTripper }
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	e, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if err != nil || e == nil {
+		return resp, err
+	}
+	e.status, e.header = resp.StatusCode, resp.Header
+	if resp.StatusCode >= 300 {
+		body, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if rerr == nil {
+			var eb struct {
+				Name    string `json:"name"`
+				Message string `json:"message"`
+			}
+			if json.Unmarshal(body, &eb) == nil {
+				e.errName, e.errorMsg = eb.Name, eb.Message
+			}
+		}
+	}
+	return resp, nil
+}
+
+// classify maps a failed call to a class and reason (DESIGN.md section 6):
+// no response after the request was written is ambiguous (Resend may have
+// sent it; retrying with the same key is safe within 24 h); no response
+// before that is transient; 429 is transient with the provider's delay;
+// 409 with a reused key and another payload is permanent
+// (idempotency_conflict: the payload changed between attempts, a bug, not
+// retried under a new key); a concurrent request with the key, 408, 5xx,
+// 401 and 403 are transient; other 4xx are permanent (validation).
+func classify(ctx context.Context, e *exchange, msg string) error {
+	err := errors.New(msg)
+	if e.status == 0 {
+		reason := mailtype.ReasonConnect
+		if ctx.Err() != nil {
+			reason = mailtype.ReasonTimeout
+		}
+		if e.wrote.Load() {
+			return mailtype.NewError(mailtype.Ambiguous, reason, err)
+		}
+		return mailtype.NewError(mailtype.Transient, reason, err)
+	}
+	switch s := e.status; {
+	case s == http.StatusTooManyRequests:
+		return &sender.ThrottleError{After: retryAfter(e.header, time.Now()),
+			Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, err)}
+	case s == http.StatusConflict && e.errName == errConcurrentIdempotentRequests:
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
+	case s == http.StatusConflict:
+		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonIdempotencyReuse, err)
+	case s >= 500 || s == http.StatusRequestTimeout:
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonServerError, err)
+	case s == http.StatusUnauthorized || s == http.StatusForbidden:
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonAuth, err)
+	}
+	return mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
+}
+
+// retryAfter reads the delay a 429 asks for: Retry-After (seconds or an
+// HTTP date), else ratelimit-reset (seconds), else one second.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After"); v != "" {
+		if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+			return time.Duration(n * float64(time.Second))
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return max(t.Sub(now), 0)
+		}
+	}
+	if n, err := strconv.ParseFloat(h.Get("ratelimit-reset"), 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return time.Second
+}
+
+// exhausted is the delay a successful response asks for when it says the
+// rate-limit window is used up (ratelimit-remaining: 0), else 0.
+func (e *exchange) exhausted() time.Duration {
+	if e.header == nil || e.header.Get("ratelimit-remaining") != "0" {
+		return 0
+	}
+	if n, err := strconv.ParseFloat(e.header.Get("ratelimit-reset"), 64); err == nil && n > 0 {
+		return time.Duration(n * float64(time.Second))
+	}
+	return 0
+}

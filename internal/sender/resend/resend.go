@@ -1,0 +1,118 @@
+// Package resend is the Resend HTTP API provider of the sender pool, on
+// github.com/resend/resend-go/v2 (the only package that imports it). Every
+// attempt of a mail sends the same payload with the same Idempotency-Key
+// HTTP header (the dedupe key, hashed when longer than 256 characters), so
+// Resend sends it at most once within 24 h: a lost response is retried
+// safely. The key never appears as a mail header. Outcomes are classified
+// from the HTTP status and Resend's error name, read where the response is
+// born (a RoundTripper), since resend-go reduces most errors to text.
+package resend
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"strings"
+	"time"
+
+	resendapi "github.com/resend/resend-go/v2"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+)
+
+// IdempotencyWindow is how long Resend keeps an idempotency key (Resend
+// documentation, "Idempotency Keys": 24 hours).
+const IdempotencyWindow = 24 * time.Hour
+
+// Config configures the Resend provider.
+type Config struct {
+	// APIKey is the Resend API key (secret).
+	APIKey config.Secret
+	// BaseURL is the API root; "" means https://api.resend.com/.
+	BaseURL string
+	// Transport, when set, replaces http.DefaultTransport (tests).
+	Transport http.RoundTripper
+}
+
+// ConfigFrom copies the resend settings of a loaded configuration.
+func ConfigFrom(c *config.Config) Config {
+	return Config{APIKey: c.Resend.APIKey, BaseURL: c.Resend.BaseURL}
+}
+
+// Provider sends mails through the Resend API. Safe for concurrent use.
+type Provider struct {
+	api *resendapi.Client
+	key string
+}
+
+// New returns a Provider; it does not call the API.
+func New(cfg Config) (*Provider, error) {
+	if cfg.APIKey == "" {
+		return nil, fmt.Errorf("resend.api_key: is required")
+	}
+	base := cfg.BaseURL
+	if base == "" {
+		base = "https://api.resend.com/"
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	rt := cfg.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	// No client timeout: the caller's context deadline covers the call.
+	api := resendapi.NewCustomClient(&http.Client{Transport: &recorder{next: rt}}, cfg.APIKey.Reveal())
+	u, err := api.BaseURL.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("resend.base_url: %q is not an http(s) URL", cfg.BaseURL)
+	}
+	api.BaseURL = u
+	return &Provider{api: api, key: cfg.APIKey.Reveal()}, nil
+}
+
+// Name returns "resend".
+func (p *Provider) Name() string { return "resend" }
+
+// IdempotencyWindow returns 24 h.
+func (p *Provider) IdempotencyWindow() time.Duration { return IdempotencyWindow }
+
+// NewSession returns a session; sessions share the provider's HTTP
+// connection pool.
+func (p *Provider) NewSession() sender.Session { return session{p: p} }
+
+type session struct{ p *Provider }
+
+func (session) Close() error { return nil }
+
+// Send posts m to /emails with its Idempotency-Key under ctx's deadline.
+func (s session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
+	info := &exchange{}
+	ctx = withExchange(ctx, info)
+	resp, err := s.p.api.Emails.SendWithOptions(ctx, payload(m), &resendapi.SendEmailOptions{IdempotencyKey: m.IdempotencyKey})
+	if err == nil {
+		return sender.Receipt{ProviderMessageID: resp.Id, Throttle: info.exhausted()}, nil
+	}
+	return sender.Receipt{}, classify(ctx, info, mailtype.Sanitize(err.Error(), s.p.key))
+}
+
+// payload is the request body: the same bytes on every attempt of a mail.
+func payload(m *sender.Message) *resendapi.SendEmailRequest {
+	to := m.To
+	switch {
+	case m.ToName == "":
+	case strings.ContainsAny(m.ToName, "\"(),:;<>@[\\]\r\n"):
+		to = (&mail.Address{Name: m.ToName, Address: m.To}).String() // RFC 2047 encoded
+	default:
+		to = m.ToName + " <" + m.To + ">"
+	}
+	return &resendapi.SendEmailRequest{
+		From: m.From, To: []string{to}, Subject: m.Subject, Text: m.Text, Html: m.HTML,
+		// Only the stored Message-ID (which Resend's email id and our row
+		// both map to); the idempotency key travels as the HTTP header only.
+		Headers: map[string]string{"Message-ID": m.MessageID},
+	}
+}

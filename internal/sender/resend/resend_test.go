@@ -1,0 +1,160 @@
+package resend_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/sender/resend"
+	"github.com/mailsvc/mailsvc/internal/sender/resendtest"
+	"github.com/mailsvc/mailsvc/internal/sender/sendertest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"))
+}
+
+const apiKey = "re_test_key"
+
+func newProvider(t *testing.T, url string) *resend.Provider {
+	t.Helper()
+	p, err := resend.New(resend.Config{APIKey: apiKey, BaseURL: url})
+	require.NoError(t, err)
+	return p
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	sendertest.Run(t, func(t *testing.T) sendertest.Harness {
+		srv := resendtest.New(t, apiKey)
+		return sendertest.Harness{
+			Provider: newProvider(t, srv.URL),
+			Dead:     newProvider(t, "http://"+sendertest.DeadAddr(t)+"/"),
+			Inject: func(f sendertest.Fault) {
+				switch f {
+				case sendertest.Transient:
+					srv.Inject(resendtest.ServerError())
+				case sendertest.Permanent:
+					srv.Inject(resendtest.Invalid())
+				case sendertest.LostResponse:
+					srv.Inject(resendtest.LoseResponse())
+				}
+			},
+			Delivered: func() int { return len(srv.Sent()) },
+		}
+	})
+}
+
+func send(t *testing.T, s sender.Session, m *sender.Message) (sender.Receipt, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return s.Send(ctx, m)
+}
+
+func TestLostResponseThenRetrySendsOnce(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	s := newProvider(t, srv.URL).NewSession()
+	m := sendertest.Message("order-confirmed:42")
+	srv.Inject(resendtest.LoseResponse())
+	_, err := send(t, s, m)
+	require.Equal(t, mailtype.Ambiguous, mailtype.ClassOf(err), "%v", err)
+	r, err := send(t, s, m)
+	require.NoError(t, err)
+	sent := srv.Sent()
+	require.Len(t, sent, 1)
+	require.Equal(t, sent[0].ID, r.ProviderMessageID, "the retry gets the first response")
+	reqs := srv.Requests()
+	require.Len(t, reqs, 2)
+	require.True(t, reqs[1].Replayed)
+	for _, q := range reqs {
+		require.Equal(t, "order-confirmed:42", q.IdempotencyKey)
+	}
+}
+
+func TestRateLimitedCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	s := newProvider(t, srv.URL).NewSession()
+	srv.Inject(resendtest.RateLimited(3))
+	_, err := send(t, s, sendertest.Message("k:1"))
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
+	require.Equal(t, mailtype.ReasonRateLimited, mailtype.ReasonOf(err))
+	var te *sender.ThrottleError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, 3*time.Second, te.After)
+	require.Empty(t, srv.Sent())
+}
+
+func TestChangedPayloadIsAnIdempotencyConflict(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	s := newProvider(t, srv.URL).NewSession()
+	m := sendertest.Message("k:1")
+	_, err := send(t, s, m)
+	require.NoError(t, err)
+	m.Subject = "changed"
+	_, err = send(t, s, m)
+	require.Equal(t, mailtype.Permanent, mailtype.ClassOf(err))
+	require.Equal(t, mailtype.ReasonIdempotencyReuse, mailtype.ReasonOf(err))
+	require.Len(t, srv.Sent(), 1)
+}
+
+func TestConcurrentSameKeyIsTransient(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	p := newProvider(t, srv.URL)
+	release := make(chan struct{})
+	srv.Inject(resendtest.Hold(release))
+	m := sendertest.Message("k:1")
+	first := make(chan error, 1)
+	go func() {
+		_, err := send(t, p.NewSession(), m)
+		first <- err
+	}()
+	require.Eventually(t, func() bool { return srv.InFlight() == 1 }, 5*time.Second, 5*time.Millisecond)
+	_, err := send(t, p.NewSession(), m)
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err), "%v", err)
+	close(release)
+	require.NoError(t, <-first)
+	require.Len(t, srv.Sent(), 1)
+}
+
+func TestKeyHeaderAndPayload(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	s := newProvider(t, srv.URL).NewSession()
+	long := "order-confirmed:" + strings.Repeat("9", 300)
+	m := sendertest.Message(long)
+	_, err := send(t, s, m)
+	require.NoError(t, err)
+	sent := srv.Sent()
+	require.Len(t, sent, 1)
+	require.Equal(t, mailtype.IdempotencyKey(long), sent[0].IdempotencyKey)
+	require.True(t, strings.HasPrefix(sent[0].IdempotencyKey, "sha256:"))
+	require.Equal(t, map[string]string{"Message-ID": m.MessageID}, sent[0].Headers)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal(sent[0].Payload, &body))
+	require.Equal(t, []any{"Nguyễn Văn B <b@example.com>"}, body["to"])
+	require.NotContains(t, string(sent[0].Payload), sent[0].IdempotencyKey)
+}
+
+func TestUnauthorizedIsTransient(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	p, err := resend.New(resend.Config{APIKey: "re_wrong", BaseURL: srv.URL})
+	require.NoError(t, err)
+	_, err = send(t, p.NewSession(), sendertest.Message("k:1"))
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
+	require.Equal(t, mailtype.ReasonAuth, mailtype.ReasonOf(err))
+	require.NotContains(t, err.Error(), "re_wrong")
+}

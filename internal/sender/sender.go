@@ -1,0 +1,118 @@
+// Package sender is the hop from a mail row to a provider (DESIGN.md
+// sections 5 and 6): a pool of workers that claim due rows in batches with
+// a lease and a fencing token, send each through a Provider (SMTP or
+// Resend, in the subpackages smtp and resend) under a hard deadline,
+// classify the outcome and record it with a write fenced by the token, the
+// feedback event in the same transaction. A Janitor ends rows whose lease
+// expired for the last time and deletes finished rows after the retention
+// window.
+//
+// The pool never holds a transaction open while it talks to a provider, and
+// a worker that lost its lease can never change a row: every write after
+// the claim says `status = 'sending' AND attempts = token`.
+package sender
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+)
+
+// DedupeHeader is the mail header that carries HeaderKey(IdempotencyKey),
+// so that a delivered copy can be matched to its row when an operator
+// reconciles an unknown mail. Providers must not use it (or any mail
+// header) for the Resend Idempotency-Key, which is an HTTP header.
+const DedupeHeader = "X-Dedupe-Key"
+
+// HeaderKey returns key when it is printable ASCII without spaces, else
+// "sha256:" + its hex SHA-256, so that an odd dedupe key can never break or
+// inject a header.
+func HeaderKey(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] <= ' ' || key[i] >= 0x7f {
+			sum := sha256.Sum256([]byte(key))
+			return "sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	return key
+}
+
+// Message is one mail exactly as every attempt sends it: rendered once by
+// the consumer and stored, so that all attempts carry identical content,
+// Message-ID and idempotency key (DESIGN.md invariant 7).
+type Message struct {
+	// From is the sender address, e.g. "Cửa hàng <orders@example.com>".
+	From string
+	// To is the recipient address; ToName its display name ("" for none).
+	To     string
+	ToName string
+	// Subject, Text and HTML are the rendered content (UTF-8).
+	Subject string
+	Text    string
+	HTML    string
+	// MessageID is the RFC 5322 Message-ID with angle brackets, derived from
+	// the dedupe key (mailtype.MessageID).
+	MessageID string
+	// DedupeKey is the mail's business key.
+	DedupeKey string
+	// IdempotencyKey is mailtype.IdempotencyKey(DedupeKey): the Resend
+	// Idempotency-Key HTTP header and the value of the reconciliation mail
+	// header.
+	IdempotencyKey string
+	// Date is the Date header; the row's creation time, so that it is the
+	// same on every attempt.
+	Date time.Time
+}
+
+// Receipt is what a provider says about an accepted mail.
+type Receipt struct {
+	// ProviderMessageID is the provider's id of the accepted mail (Resend's
+	// email id, or the SMTP server's final reply), "" when none was given.
+	ProviderMessageID string
+	// Throttle, when positive, asks the pool to take no new claim for this
+	// long: the provider said its rate-limit window is used up.
+	Throttle time.Duration
+}
+
+// Provider is a mail provider. It is safe for concurrent use; each worker
+// opens its own Session.
+type Provider interface {
+	// Name is the provider's metric label and `provider` column value:
+	// "smtp" or "resend".
+	Name() string
+	// IdempotencyWindow is how long after the first attempt resending the
+	// same mail cannot deliver it twice (24 h for Resend's Idempotency-Key);
+	// 0 when a resend may duplicate (plain SMTP).
+	IdempotencyWindow() time.Duration
+	// NewSession returns a session for one worker.
+	NewSession() Session
+}
+
+// Session sends mails for one worker, one at a time; it may keep a
+// connection open between sends. It is not safe for concurrent use.
+type Session interface {
+	// Send delivers m before ctx ends; the deadline covers the whole call
+	// (dial, TLS, every SMTP phase, the HTTP request). A nil error means the
+	// provider accepted the mail. Otherwise the error is classified with a
+	// *mailtype.Error (transient, permanent or ambiguous, and a reason); an
+	// unclassified error counts as transient. A *ThrottleError in the chain
+	// asks the pool to wait before the next attempt and the next claim.
+	Send(ctx context.Context, m *Message) (Receipt, error)
+	// Close releases the session's connection. Safe to call twice.
+	Close() error
+}
+
+// ThrottleError is a provider's request to slow down (Resend's 429 with
+// Retry-After or rate-limit headers): the attempt is retried no earlier than
+// After from now, and the pool takes no new claims before then.
+type ThrottleError struct {
+	// After is the least delay before the next call to the provider.
+	After time.Duration
+	// Err is the classified error (transient, ReasonRateLimited).
+	Err error
+}
+
+func (e *ThrottleError) Error() string { return e.Err.Error() }
+
+func (e *ThrottleError) Unwrap() error { return e.Err }

@@ -1,0 +1,74 @@
+package smtp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// classifySend classifies a failed transaction from go-mail's typed
+// SendError: its Reason says which phase failed, ErrorCode the SMTP reply
+// code (0 when no reply came: the connection broke or the deadline cut
+// it). Rules (DESIGN.md section 6):
+//   - a reply code: 4xx (421 and 450/451/452 included) is transient, 5xx
+//     permanent, in any phase;
+//   - no reply after the whole DATA was written (closing the DATA writer,
+//     which sends the final dot and reads the reply) is ambiguous: the
+//     server may have taken the mail;
+//   - no reply in any earlier phase (MAIL, RCPT, DATA command, writing the
+//     content before the final dot) is transient: the server cannot have
+//     taken a mail whose data did not end.
+func classifySend(ctx context.Context, err error) error {
+	var se *gomail.SendError
+	if !errors.As(err, &se) {
+		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
+	}
+	code := se.ErrorCode()
+	switch se.Reason {
+	case gomail.ErrGetSender, gomail.ErrGetRcpts:
+		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonInvalidAddress, err)
+	case gomail.ErrNoUnencoded:
+		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonOther, err)
+	case gomail.ErrSMTPDataClose:
+		if code == 0 {
+			return mailtype.NewError(mailtype.Ambiguous, noReplyReason(ctx), err)
+		}
+	}
+	if code == 0 {
+		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
+	}
+	return byReplyCode(code, err)
+}
+
+// byReplyCode classifies an SMTP reply code: 4xx transient (deferred), 5xx
+// permanent (rejected).
+func byReplyCode(code int, err error) error {
+	if code >= 500 && code < 600 {
+		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
+	}
+	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
+}
+
+// noReplyReason says why no reply came: the deadline, or a broken
+// connection.
+func noReplyReason(ctx context.Context) mailtype.Reason {
+	if ctx.Err() != nil {
+		return mailtype.ReasonTimeout
+	}
+	return mailtype.ReasonConnect
+}
+
+// dialError classifies a failure while connecting (connect, TLS, greeting,
+// EHLO, STARTTLS, AUTH). Nothing of a mail was sent yet, so it is always
+// transient, whatever the reply code (a 421 or 554 greeting, a 535 AUTH):
+// the mail is retried with backoff until attempts run out.
+func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) error {
+	if ctx.Err() != nil {
+		reason = mailtype.ReasonTimeout
+	}
+	return mailtype.NewError(mailtype.Transient, reason, fmt.Errorf("%s: %w", phase, err))
+}

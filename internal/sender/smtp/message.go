@@ -1,0 +1,52 @@
+package smtp
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+)
+
+// buildMsg renders m as a MIME message whose bytes are the same on every
+// attempt: multipart/alternative (text, then HTML) with a boundary derived
+// from the dedupe key, quoted-printable bodies (7-bit, lines of at most 76
+// characters, so servers without 8BITMIME take it), RFC 2047 encoded
+// subject and display names, the stored Message-ID and the stored Date, no
+// User-Agent. An unusable address is a permanent error.
+func buildMsg(m *sender.Message, idempotencyHeader string) (*gomail.Msg, error) {
+	msg := gomail.NewMsg(gomail.WithBoundary(boundary(m.DedupeKey)), gomail.WithNoDefaultUserAgent(),
+		gomail.WithEncoding(gomail.EncodingQP), gomail.WithCharset(gomail.CharsetUTF8))
+	if err := msg.From(m.From); err != nil {
+		return nil, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "from address: %v", err)
+	}
+	if err := msg.AddToFormat(m.ToName, m.To); err != nil {
+		return nil, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "recipient address: %s",
+			mailtype.Sanitize(err.Error()))
+	}
+	msg.Subject(m.Subject)
+	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
+	msg.SetDateWithValue(m.Date.UTC())
+	key := sender.HeaderKey(m.IdempotencyKey)
+	msg.SetGenHeader(sender.DedupeHeader, key)
+	if idempotencyHeader != "" {
+		msg.SetGenHeader(gomail.Header(idempotencyHeader), key)
+	}
+	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
+	if m.HTML != "" {
+		msg.AddAlternativeString(gomail.TypeTextHTML, m.HTML)
+	}
+	return msg, nil
+}
+
+// boundary is the MIME boundary of the mail with dedupeKey: fixed per mail
+// so that every attempt's bytes are identical, and long and random-looking
+// enough never to occur in quoted-printable content.
+func boundary(dedupeKey string) string {
+	sum := sha256.Sum256([]byte("boundary:" + dedupeKey))
+	return fmt.Sprintf("mailsvc-%s", hex.EncodeToString(sum[:12]))
+}

@@ -1,0 +1,188 @@
+package smtp
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	gomail "github.com/wneessen/go-mail"
+	gosmtp "github.com/wneessen/go-mail/smtp"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+)
+
+// session is one worker's connection. Not safe for concurrent use.
+type session struct {
+	p      *Provider
+	client *gosmtp.Client
+	// raw is the TCP connection under client; closing it interrupts any
+	// phase, TLS included, which is how the caller's deadline is enforced.
+	raw net.Conn
+}
+
+// Send delivers m on the session's connection, dialing first when there
+// is none. A reused connection that turns out dead before the transaction
+// started (the NOOP check fails) is replaced once within the same call:
+// nothing was sent on it. After any failure the connection is dropped.
+func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
+	msg, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
+	if err != nil {
+		return sender.Receipt{}, err
+	}
+	reused := s.client != nil
+	r, err := s.sendOnce(ctx, msg)
+	var se *gomail.SendError
+	if err != nil && reused && errors.As(err, &se) && se.Reason == gomail.ErrConnCheck && ctx.Err() == nil {
+		r, err = s.sendOnce(ctx, msg)
+	}
+	return r, err
+}
+
+func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt, error) {
+	if s.client != nil && s.client.UpdateDeadline(s.p.cfg.PhaseTimeout) != nil {
+		s.drop()
+	}
+	if s.client == nil {
+		if err := s.dial(ctx); err != nil {
+			return sender.Receipt{}, err
+		}
+	}
+	raw := s.raw
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	err := s.p.mailer.SendWithSMTPClient(s.client, msg)
+	cut := !stop()
+	if err != nil || cut {
+		s.drop()
+	}
+	if err == nil || msg.IsDelivered() {
+		// IsDelivered with an error: the server accepted the DATA and only
+		// the RSET after it failed. The mail went.
+		return sender.Receipt{ProviderMessageID: mailtype.Sanitize(msg.ServerResponse())}, nil
+	}
+	return sender.Receipt{}, classifySend(ctx, err)
+}
+
+// dial connects, reads the greeting, says EHLO, secures the connection as
+// smtp.tls says and authenticates when a username is set, all under ctx.
+// Every failure here happens before any mail data: transient.
+func (s *session) dial(ctx context.Context) error {
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", s.p.addr)
+	if err != nil {
+		return dialError(ctx, mailtype.ReasonConnect, "connect", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
+	defer stop()
+	client, err := s.handshake(ctx, raw)
+	if err != nil {
+		_ = raw.Close()
+		return err
+	}
+	if err := client.UpdateDeadline(s.p.cfg.PhaseTimeout); err != nil {
+		_ = raw.Close()
+		return dialError(ctx, mailtype.ReasonConnect, "set deadline", err)
+	}
+	s.client, s.raw = client, raw
+	return nil
+}
+
+func (s *session) handshake(ctx context.Context, raw net.Conn) (*gosmtp.Client, error) {
+	conn := raw
+	if s.p.cfg.TLS == TLSImplicit {
+		tc := tls.Client(raw, s.p.tls)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			return nil, dialError(ctx, mailtype.ReasonTLS, "tls handshake", err)
+		}
+		conn = tc
+	}
+	client, err := gosmtp.NewClient(conn, s.p.cfg.Host)
+	if err != nil {
+		return nil, dialError(ctx, mailtype.ReasonConnect, "greeting", err)
+	}
+	if err := client.Hello(s.p.cfg.HELO); err != nil {
+		return nil, dialError(ctx, mailtype.ReasonConnect, "ehlo", err)
+	}
+	if err := s.startTLS(ctx, client); err != nil {
+		return nil, err
+	}
+	if err := s.auth(ctx, client); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// startTLS applies the starttls and opportunistic modes. Under starttls a
+// server without STARTTLS is refused, never used in plaintext.
+func (s *session) startTLS(ctx context.Context, client *gosmtp.Client) error {
+	mode := s.p.cfg.TLS
+	if mode != TLSStartTLS && mode != TLSOpportunistic {
+		return nil
+	}
+	ok, _ := client.Extension("STARTTLS")
+	if !ok && mode == TLSStartTLS {
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonTLS, errNoStartTLS)
+	}
+	if !ok {
+		return nil
+	}
+	if err := client.StartTLS(s.p.tls); err != nil {
+		return dialError(ctx, mailtype.ReasonTLS, "starttls", err)
+	}
+	return nil
+}
+
+// auth authenticates with the strongest mechanism both sides support.
+func (s *session) auth(ctx context.Context, client *gosmtp.Client) error {
+	cfg := s.p.cfg
+	if cfg.Username == "" {
+		return nil
+	}
+	ok, offered := client.Extension("AUTH")
+	if !ok {
+		return mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "server offers no SMTP AUTH and smtp.username is set")
+	}
+	mechs := strings.Fields(strings.ToUpper(offered))
+	pass := cfg.Password.Reveal()
+	var a gosmtp.Auth
+	switch {
+	case slices.Contains(mechs, "SCRAM-SHA-256"):
+		a = gosmtp.ScramSHA256Auth(cfg.Username, pass)
+	case slices.Contains(mechs, "SCRAM-SHA-1"):
+		a = gosmtp.ScramSHA1Auth(cfg.Username, pass)
+	case slices.Contains(mechs, "PLAIN"):
+		a = gosmtp.PlainAuth("", cfg.Username, pass, cfg.Host, false)
+	case slices.Contains(mechs, "LOGIN"):
+		a = gosmtp.LoginAuth(cfg.Username, pass, cfg.Host, false)
+	case slices.Contains(mechs, "CRAM-MD5"):
+		a = gosmtp.CRAMMD5Auth(cfg.Username, pass)
+	default:
+		return mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "no supported SMTP AUTH mechanism in %q", offered)
+	}
+	if err := client.Auth(a); err != nil {
+		return dialError(ctx, mailtype.ReasonAuth, "auth", fmt.Errorf("%s", mailtype.Sanitize(err.Error(), pass)))
+	}
+	return nil
+}
+
+// drop closes the session's connection; the next Send dials again.
+func (s *session) drop() {
+	if s.raw != nil {
+		_ = s.raw.Close()
+	}
+	s.client, s.raw = nil, nil
+}
+
+// Close says QUIT on an idle connection (best effort) and closes it.
+func (s *session) Close() error {
+	if s.client != nil {
+		_ = s.client.UpdateDeadline(s.p.cfg.PhaseTimeout / 10)
+		_ = s.client.Quit()
+	}
+	s.drop()
+	return nil
+}

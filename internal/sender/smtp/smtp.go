@@ -1,0 +1,126 @@
+// Package smtp is the SMTP provider of the sender pool, on
+// github.com/wneessen/go-mail (the only package that imports it). Each
+// worker keeps one connection and reuses it; any failed transaction
+// replaces it, so a failed MAIL, RCPT or DATA cannot poison the next mail.
+// The caller's context deadline covers the whole call: dial, TLS, every SMTP
+// phase. Outcomes are classified from go-mail's typed errors and SMTP reply
+// codes (DESIGN.md section 6).
+package smtp
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/sender"
+)
+
+// TLS modes (smtp.tls).
+const (
+	// TLSStartTLS requires STARTTLS; a server that does not offer it is a
+	// transient failure, never a plaintext send.
+	TLSStartTLS = "starttls"
+	// TLSImplicit speaks TLS from the first byte (port 465).
+	TLSImplicit = "implicit"
+	// TLSOpportunistic uses STARTTLS when offered, plaintext otherwise.
+	TLSOpportunistic = "opportunistic"
+	// TLSNone never uses TLS.
+	TLSNone = "none"
+)
+
+// Config configures the SMTP provider.
+type Config struct {
+	// Host and Port address the SMTP server.
+	Host string
+	Port int
+	// Username enables SMTP AUTH when set (SCRAM-SHA-256, SCRAM-SHA-1,
+	// PLAIN, LOGIN or CRAM-MD5, in that preference, as the server offers;
+	// PLAIN and LOGIN only over TLS or to localhost).
+	Username string
+	Password config.Secret
+	// TLS is one of the TLS* modes; "" means starttls.
+	TLS string
+	// TLSConfig, when set, replaces the default client TLS configuration
+	// (server name = Host, TLS 1.2 or newer); tests use it for their CA.
+	TLSConfig *tls.Config
+	// IdempotencyHeader, when set, names a mail header that carries the
+	// idempotency key, for relays that honour one (Resend-Idempotency-Key,
+	// X-EE-Idempotency-Key).
+	IdempotencyHeader string
+	// HELO is the name sent in EHLO; "" means the host name.
+	HELO string
+	// PhaseTimeout bounds each SMTP command on top of the caller's deadline
+	// (default 30s).
+	PhaseTimeout time.Duration
+}
+
+// ConfigFrom copies the smtp settings of a loaded configuration.
+func ConfigFrom(c *config.Config) Config {
+	return Config{
+		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTP.Password,
+		TLS: c.SMTP.TLS, IdempotencyHeader: c.SMTP.IdempotencyHeader, PhaseTimeout: c.Sender.SendTimeout,
+	}
+}
+
+// Provider sends mails over SMTP. Safe for concurrent use.
+type Provider struct {
+	cfg    Config
+	tls    *tls.Config
+	addr   string
+	mailer *gomail.Client
+}
+
+// New checks cfg and returns a Provider; it does not connect.
+func New(cfg Config) (*Provider, error) {
+	if cfg.TLS == "" {
+		cfg.TLS = TLSStartTLS
+	}
+	switch cfg.TLS {
+	case TLSStartTLS, TLSImplicit, TLSOpportunistic, TLSNone:
+	default:
+		return nil, fmt.Errorf("smtp.tls: must be starttls, implicit, opportunistic or none, got %q", cfg.TLS)
+	}
+	if cfg.Host == "" || cfg.Port < 1 || cfg.Port > 65535 {
+		return nil, fmt.Errorf("smtp: host and port 1..65535 are required, got %q:%d", cfg.Host, cfg.Port)
+	}
+	if cfg.PhaseTimeout <= 0 {
+		cfg.PhaseTimeout = 30 * time.Second
+	}
+	if cfg.HELO == "" {
+		cfg.HELO, _ = os.Hostname()
+	}
+	tc := &tls.Config{ServerName: cfg.Host, MinVersion: tls.VersionTLS12}
+	if cfg.TLSConfig != nil {
+		tc = cfg.TLSConfig.Clone()
+		if tc.ServerName == "" {
+			tc.ServerName = cfg.Host
+		}
+	}
+	// The go-mail client only runs transactions on connections this
+	// package dials and secures itself (see dial); its own dialing is unused.
+	mailer, err := gomail.NewClient(cfg.Host, gomail.WithPort(cfg.Port), gomail.WithTimeout(cfg.PhaseTimeout),
+		gomail.WithTLSPolicy(gomail.NoTLS))
+	if err != nil {
+		return nil, fmt.Errorf("smtp client: %w", err)
+	}
+	return &Provider{cfg: cfg, tls: tc, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), mailer: mailer}, nil
+}
+
+// Name returns "smtp".
+func (p *Provider) Name() string { return "smtp" }
+
+// IdempotencyWindow returns 0: plain SMTP cannot be made idempotent (a
+// relay that honours IdempotencyHeader may, but its window is its own).
+func (p *Provider) IdempotencyWindow() time.Duration { return 0 }
+
+// NewSession returns a session that dials on its first Send.
+func (p *Provider) NewSession() sender.Session { return &session{p: p} }
+
+var errNoStartTLS = errors.New("server does not offer STARTTLS and smtp.tls is starttls (required)")

@@ -1,0 +1,339 @@
+// Package smtptest is a fault-injecting SMTP server for tests, on
+// github.com/emersion/go-smtp: scripted replies per phase (a 451 at DATA,
+// a 421 greeting, a connection dropped at RCPT, a DATA that is taken but
+// never answered), optional STARTTLS or implicit TLS with a throw-away CA,
+// optional AUTH PLAIN, a server that does not advertise 8BITMIME, and a
+// discarding mode for benchmarks and end-to-end tests. It records what it
+// took, so tests count deliveries exactly.
+package smtptest
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// Phase is a point of an SMTP session where a fault can be injected.
+type Phase int
+
+const (
+	// Greeting is the server's first reply, before EHLO.
+	Greeting Phase = iota
+	// Mail is the reply to MAIL FROM.
+	Mail
+	// Rcpt is the reply to RCPT TO.
+	Rcpt
+	// Data is the reply after the message data ended (the final dot).
+	Data
+)
+
+// Fault is what the server does at a phase instead of answering normally.
+type Fault struct {
+	kind faultKind
+	code int
+	text string
+}
+
+type faultKind int
+
+const (
+	kindReply faultKind = iota
+	kindDrop
+	kindHang
+)
+
+// Reply answers with code (4xx or 5xx) and text. At Data the message is
+// not taken.
+func Reply(code int, text string) Fault { return Fault{kind: kindReply, code: code, text: text} }
+
+// Drop closes the connection without a reply. At Data the message was
+// taken first (delivered): the reply is what got lost.
+func Drop() Fault { return Fault{kind: kindDrop} }
+
+// Hang sends no reply and holds the connection until the client closes
+// it. At Data the message was taken first (delivered): the server took
+// DATA and never replied.
+func Hang() Fault { return Fault{kind: kindHang} }
+
+// Options configure a Server.
+type Options struct {
+	// STARTTLS offers STARTTLS with a certificate for 127.0.0.1.
+	STARTTLS bool
+	// ImplicitTLS speaks TLS from the first byte.
+	ImplicitTLS bool
+	// No8BITMIME removes 8BITMIME from the EHLO reply (plaintext only).
+	No8BITMIME bool
+	// Discard counts messages without keeping them (benchmarks).
+	Discard bool
+	// Username and Password, when set, offer AUTH PLAIN and require it.
+	Username, Password string
+}
+
+// Message is one message the server took.
+type Message struct {
+	From string
+	To   []string
+	Data []byte
+	// TLS reports whether the session was encrypted.
+	TLS bool
+}
+
+// Server is a running fault-injecting SMTP server. Safe for concurrent use.
+type Server struct {
+	// Addr is host:port; Host and Port the same, split.
+	Addr string
+	Host string
+	Port int
+
+	opts  Options
+	srv   *smtp.Server
+	ca    *tls.Config // client side
+	mails atomic.Int64
+	taken atomic.Int64
+
+	mu     sync.Mutex
+	faults map[Phase][]Fault
+	msgs   []Message
+}
+
+// New starts a server on a free loopback port and closes it in t.Cleanup.
+func New(t testing.TB, o Options) *Server {
+	t.Helper()
+	s := &Server{opts: o, faults: map[Phase][]Fault{}}
+	be := smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &session{s: s, c: c}, nil })
+	s.srv = smtp.NewServer(be)
+	s.srv.Domain = "localhost"
+	s.srv.AllowInsecureAuth = true
+	s.srv.ErrorLog = log.New(io.Discard, "", 0)
+	if o.STARTTLS || o.ImplicitTLS {
+		srvTLS, cliTLS, err := selfSigned()
+		if err != nil {
+			t.Fatalf("smtptest: certificate: %v", err)
+		}
+		s.ca = cliTLS
+		if o.STARTTLS {
+			s.srv.TLSConfig = srvTLS
+		}
+		if o.ImplicitTLS {
+			s.srv.TLSConfig = srvTLS
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("smtptest: listen: %v", err)
+	}
+	var ln net.Listener = &listener{Listener: l, s: s}
+	if o.ImplicitTLS {
+		ln = tls.NewListener(ln, s.srv.TLSConfig)
+	}
+	s.Addr = l.Addr().String()
+	host, port, _ := net.SplitHostPort(s.Addr)
+	s.Host = host
+	s.Port, _ = strconv.Atoi(port)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		_ = s.srv.Close()
+		<-done
+	})
+	return s
+}
+
+// ClientTLSConfig trusts the server's certificate; nil without TLS.
+func (s *Server) ClientTLSConfig() *tls.Config {
+	if s.ca == nil {
+		return nil
+	}
+	return s.ca.Clone()
+}
+
+// Inject queues faults at phase p; each fault is used by one session
+// reaching p, in order, after which p answers normally again.
+func (s *Server) Inject(p Phase, faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults[p] = append(s.faults[p], faults...)
+}
+
+func (s *Server) next(p Phase) (Fault, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.faults[p]
+	if len(q) == 0 {
+		return Fault{}, false
+	}
+	s.faults[p] = q[1:]
+	return q[0], true
+}
+
+// Messages returns a copy of every message taken so far (none with
+// Discard).
+func (s *Server) Messages() []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Message(nil), s.msgs...)
+}
+
+// Count returns how many messages the server took (delivered), including
+// those whose reply was then lost (Drop or Hang at Data).
+func (s *Server) Count() int { return int(s.taken.Load()) }
+
+// MailCommands returns how many MAIL FROM commands arrived, answered or
+// not: 0 proves that no transaction was even started.
+func (s *Server) MailCommands() int { return int(s.mails.Load()) }
+
+func (s *Server) take(m Message) {
+	s.taken.Add(1)
+	if s.opts.Discard {
+		return
+	}
+	s.mu.Lock()
+	s.msgs = append(s.msgs, m)
+	s.mu.Unlock()
+}
+
+// listener applies Greeting faults and the No8BITMIME rewrite.
+type listener struct {
+	net.Listener
+	s *Server
+}
+
+func (l *listener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		f, ok := l.s.next(Greeting)
+		if !ok {
+			if l.s.opts.No8BITMIME {
+				return &no8bit{Conn: c}, nil
+			}
+			return c, nil
+		}
+		switch f.kind {
+		case kindReply:
+			_, _ = io.WriteString(c, strconv.Itoa(f.code)+" "+f.text+"\r\n")
+			_ = c.Close()
+		case kindDrop:
+			_ = c.Close()
+		case kindHang:
+			go func() { _, _ = io.Copy(io.Discard, c); _ = c.Close() }()
+		}
+	}
+}
+
+// no8bit hides the 8BITMIME capability from the EHLO reply.
+type no8bit struct{ net.Conn }
+
+func (c *no8bit) Write(p []byte) (int, error) {
+	q := bytes.ReplaceAll(p, []byte("250-8BITMIME\r\n"), []byte("250-X-NONE\r\n"))
+	if _, err := c.Conn.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// session is one SMTP session of the server.
+type session struct {
+	s    *Server
+	c    *smtp.Conn
+	from string
+	to   []string
+}
+
+var errDropped = errors.New("smtptest: connection dropped")
+
+// fault applies the next fault of phase p, if any; it returns the error
+// to answer with, or nil to answer normally.
+func (se *session) fault(p Phase) error {
+	f, ok := se.s.next(p)
+	if !ok {
+		return nil
+	}
+	return se.apply(f)
+}
+
+func (se *session) apply(f Fault) error {
+	switch f.kind {
+	case kindReply:
+		return &smtp.SMTPError{Code: f.code, EnhancedCode: smtp.EnhancedCodeNotSet, Message: f.text}
+	case kindDrop:
+		_ = se.c.Conn().Close()
+	case kindHang:
+		// The client sends nothing while it waits for the reply: this read
+		// returns when it gives up and closes, or the server closes.
+		_, _ = io.Copy(io.Discard, se.c.Conn())
+	}
+	return errDropped
+}
+
+func (se *session) AuthMechanisms() []string {
+	if se.s.opts.Username == "" {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+
+func (se *session) Auth(mech string) (sasl.Server, error) {
+	return sasl.NewPlainServer(func(_, user, pass string) error {
+		if user != se.s.opts.Username || pass != se.s.opts.Password {
+			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "bad credentials"}
+		}
+		return nil
+	}), nil
+}
+
+func (se *session) Mail(from string, _ *smtp.MailOptions) error {
+	se.s.mails.Add(1)
+	if err := se.fault(Mail); err != nil {
+		return err
+	}
+	se.from = from
+	return nil
+}
+
+func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := se.fault(Rcpt); err != nil {
+		return err
+	}
+	se.to = append(se.to, to)
+	return nil
+}
+
+func (se *session) Data(r io.Reader) error {
+	var buf bytes.Buffer
+	if se.s.opts.Discard {
+		_, _ = io.Copy(io.Discard, r)
+	} else if _, err := io.Copy(&buf, r); err != nil {
+		return err
+	}
+	_, isTLS := se.c.TLSConnectionState()
+	m := Message{From: se.from, To: append([]string(nil), se.to...), Data: buf.Bytes(), TLS: isTLS}
+	f, ok := se.s.next(Data)
+	if !ok {
+		se.s.take(m)
+		return nil
+	}
+	if f.kind != kindReply {
+		se.s.take(m)
+	}
+	return se.apply(f)
+}
+
+func (se *session) Reset() { se.from, se.to = "", nil }
+
+func (se *session) Logout() error { return nil }
