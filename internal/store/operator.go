@@ -182,42 +182,46 @@ type reconcileRow struct {
 	orderID, template, provider, providerMsgID, eventID string
 	attempts                                            int
 	status                                              mailtype.Status
-	cancelRequested                                     bool
 }
 
 // reconcileSQL settles an unknown mail in one conditional statement: $2
-// true means delivered. A mail whose cancel was requested while it was
-// sending goes to cancelled, never back to pending (DESIGN.md section 5).
+// true means delivered. A not-delivered mail whose order was cancelled
+// meanwhile (cancel_requested while sending, or cancel_event_id recorded
+// on the unknown row) goes to cancelled, never back to pending (DESIGN.md
+// section 5).
 const reconcileSQL = `
 UPDATE mail SET
-       status = CASE WHEN $2::bool THEN 'sent' WHEN cancel_requested THEN 'cancelled' ELSE 'pending' END,
+       status = CASE WHEN $2::bool THEN 'sent'
+                     WHEN cancel_requested OR cancel_event_id IS NOT NULL THEN 'cancelled'
+                     ELSE 'pending' END,
        sent_at = CASE WHEN $2::bool THEN now() ELSE sent_at END,
        send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
 WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
-          COALESCE(event_id::text, ''), attempts, status, cancel_requested`
+          COALESCE(event_id::text, ''), attempts, status`
 
 // Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
-// event is written (EmailCancelTooLate when a cancel was requested while
-// it was sending). Not delivered: the mail goes back to pending, due now,
-// for a new attempt (its attempts, the fencing token, are kept), or to
-// cancelled with an EmailCancelled event when a cancel was requested. It
-// returns ErrNotFound when no mail has dedupeKey and a *StateError when it
-// is not unknown.
+// event is written (a cancel that came meanwhile was already reported as
+// EmailCancelTooLate by the consumer, as for a sender's success). Not
+// delivered: the mail goes back to pending, due now, for a new attempt
+// (its attempts, the fencing token, are kept), or to cancelled with an
+// EmailCancelled event when its order was cancelled meanwhile. It returns
+// ErrNotFound when no mail has dedupeKey and a *StateError when it is not
+// unknown.
 func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool) (ReconcileResult, error) {
 	var res ReconcileResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var r reconcileRow
 		err := tx.QueryRow(ctx, reconcileSQL, dedupeKey, delivered).Scan(&r.orderID, &r.template,
-			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status, &r.cancelRequested)
+			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.reconcileRefusal(ctx, tx, dedupeKey)
 		}
 		if err != nil {
 			return err
 		}
-		res = ReconcileResult{Status: r.status, Feedback: reconcileFeedback(r.status, r.cancelRequested)}
+		res = ReconcileResult{Status: r.status, Feedback: reconcileFeedback(r.status)}
 		if res.Feedback == "" {
 			return nil
 		}
@@ -235,13 +239,11 @@ func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool)
 
 // reconcileFeedback is the event a reconciled mail reports, "" for none
 // (back to pending: its next terminal transition reports).
-func reconcileFeedback(st mailtype.Status, cancelRequested bool) mailtype.EventType {
-	switch {
-	case st == mailtype.StatusSent && cancelRequested:
-		return mailtype.EmailCancelTooLate
-	case st == mailtype.StatusSent:
+func reconcileFeedback(st mailtype.Status) mailtype.EventType {
+	switch st {
+	case mailtype.StatusSent:
 		return mailtype.EmailSent
-	case st == mailtype.StatusCancelled:
+	case mailtype.StatusCancelled:
 		return mailtype.EmailCancelled
 	}
 	return ""

@@ -141,9 +141,17 @@ func TestReconcile(t *testing.T) {
 	}{
 		{"delivered", true, false, mailtype.StatusSent, mailtype.EmailSent},
 		{"not-delivered", false, false, mailtype.StatusPending, ""},
-		{"delivered-cancel-requested", true, true, mailtype.StatusSent, mailtype.EmailCancelTooLate},
+		{"delivered-cancel-requested", true, true, mailtype.StatusSent, mailtype.EmailSent},
 		{"not-delivered-cancel-requested", false, true, mailtype.StatusCancelled, mailtype.EmailCancelled},
 	}
+	// An unknown row whose order was cancelled while it stayed unknown (the
+	// consumer recorded the cancel event and reported too late).
+	key := seedMail(t, sc, "rec-cancelled-while-unknown", "r", mailtype.StatusUnknown)
+	sc.Exec(t, `UPDATE mail SET cancel_event_id = gen_random_uuid() WHERE dedupe_key = $1`, key)
+	res, err := sc.Store.Reconcile(ctx(t), key, false)
+	require.NoError(t, err)
+	require.Equal(t, store.ReconcileResult{Status: mailtype.StatusCancelled, Feedback: mailtype.EmailCancelled}, res)
+
 	for _, c := range cases {
 		key := seedMail(t, sc, "rec-"+c.name, "r", mailtype.StatusUnknown)
 		sc.Exec(t, `UPDATE mail SET cancel_requested = $2, send_after = now() + interval '1 hour' WHERE dedupe_key = $1`, key, c.cancelRequested)
