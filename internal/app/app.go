@@ -15,6 +15,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
@@ -96,7 +97,16 @@ func (w *wiring) build() ([]named, error) {
 	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)}}
 	// relay (issue 5): append it here and set w.wakeRelay.
 	// sender (issue 4): append it here and set w.wakeSender.
-	// consumer (issue 3): append it here; it calls w.wakeSender and w.wakeRelay.
+	// consumer (issue 3): after the relay and the sender, so it stops before them.
+	cons, err := consumer.New(consumer.FromConfig(w.cfg), consumer.Options{
+		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
+		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build consumer: %w", err)
+	}
+	parts = append(parts, named{"consumer", cons})
+	w.ready = append(w.ready, ReadyCheck{Name: "broker", Check: cons.Ready})
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{"stats", stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil

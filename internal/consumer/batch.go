@@ -1,0 +1,238 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// handle decides every delivery of batch, records the ones to record in
+// one transaction, dead-letters the poison ones, and acks; the ack of a
+// delivery always follows the commit (or the dead-letter confirm) that
+// settles it. An error means the channel can no longer ack this batch:
+// the session ends and the broker redelivers what was not acked.
+func (l *loop) handle(ctx context.Context, batch []received) error {
+	decisions := make([]Decision, len(batch))
+	for i, r := range batch {
+		if r.d.Redelivered {
+			l.c.redelivered.Add(1)
+		}
+		decisions[i] = l.c.decider.Decide(Message{Body: r.d.Body, MessageID: r.d.MessageId})
+	}
+	results, err := l.record(ctx, decisions)
+	if err != nil {
+		return err
+	}
+	var dead, settled []int
+	for i, d := range decisions {
+		if d.Action == ActionDeadLetter {
+			dead = append(dead, i)
+		} else {
+			settled = append(settled, i)
+		}
+	}
+	if len(dead) == 0 {
+		// Every earlier tag on this channel is acked already, so one
+		// multiple ack covers exactly this batch.
+		if err := l.ch.Ack(batch[len(batch)-1].d.DeliveryTag, len(batch) > 1); err != nil {
+			return fmt.Errorf("ack batch: %w", err)
+		}
+		l.done(batch, decisions, results, settled)
+		return nil
+	}
+	// Neighbours are acked before the poison is dealt with, one by one
+	// (a multiple ack would cover the poison too).
+	if err := l.ackEach(batch, decisions, results, settled); err != nil {
+		return err
+	}
+	if err := l.publishDead(ctx, batch, decisions, dead); err != nil {
+		return err
+	}
+	return l.ackEach(batch, decisions, results, dead)
+}
+
+func (l *loop) ackEach(batch []received, decisions []Decision, results []store.IngestResult, idx []int) error {
+	for _, i := range idx {
+		if err := l.ch.Ack(batch[i].d.DeliveryTag, false); err != nil {
+			return fmt.Errorf("ack: %w", err)
+		}
+	}
+	l.done(batch, decisions, results, idx)
+	return nil
+}
+
+// record records the decisions to record, all in one transaction. When
+// the database refuses one item's data (a permanent error), it records
+// them one by one and turns the refused ones into dead letters, so one bad
+// message never fails its neighbours. Transient errors are retried in
+// ingest. results is aligned with decisions.
+func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.IngestResult, error) {
+	results := make([]store.IngestResult, len(decisions))
+	var idx []int
+	var items []store.IngestItem
+	for i, d := range decisions {
+		if d.Action == ActionRecord {
+			idx = append(idx, i)
+			items = append(items, d.Item)
+		}
+	}
+	if len(items) == 0 {
+		return results, nil
+	}
+	res, err := l.ingest(ctx, items)
+	if err == nil {
+		for j, i := range idx {
+			results[i] = res[j]
+		}
+		l.wake(res)
+		return results, nil
+	}
+	if mailtype.ClassOf(err) != mailtype.Permanent {
+		return nil, err
+	}
+	if len(items) > 1 {
+		l.c.log.Warn("the database refused a batch; recording its events one by one", "error", err, "events", len(items))
+	}
+	for _, i := range idx {
+		res := []store.IngestResult(nil)
+		if len(items) > 1 {
+			res, err = l.ingest(ctx, []store.IngestItem{decisions[i].Item})
+		}
+		switch {
+		case err == nil:
+			results[i] = res[0]
+			l.wake(res)
+		case mailtype.ClassOf(err) == mailtype.Permanent:
+			decisions[i] = deadLetter(decisions[i].EventType, decisions[i].EventID,
+				mailtype.NewError(mailtype.Permanent, mailtype.ReasonOf(err), err))
+		default:
+			return nil, err
+		}
+	}
+	return results, nil
+}
+
+// ingest records items, retrying transient failures (database down,
+// serialization failure, statement timeout) with capped exponential
+// backoff while holding the deliveries: it returns only on success, on a
+// permanent error, or when ctx ends or the channel dies.
+func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.IngestResult, error) {
+	for attempt := 1; ; attempt++ {
+		sctx, cancel := context.WithTimeout(ctx, l.c.cfg.StatementTimeout)
+		res, err := l.c.store.Ingest(sctx, items)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				l.c.log.Info("events recorded after retries", "attempts", attempt, "events", len(items))
+			}
+			return res, nil
+		}
+		if mailtype.ClassOf(err) == mailtype.Permanent {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.c.retries.Add(1)
+		if attempt == 1 || attempt%10 == 0 {
+			l.c.log.Warn("recording events failed; holding them and retrying", "error", err, "attempt", attempt, "events", len(items))
+		}
+		if err := l.pause(ctx, backoff.Delay(attempt, l.c.cfg.RetryBackoff, l.c.cfg.RetryBackoffMax)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// publishDead publishes the dead deliveries to the dead-letter exchange
+// and waits for their confirms, retrying those not confirmed (nack,
+// timeout, unroutable) with backoff. A closed publish channel ends the
+// session instead.
+func (l *loop) publishDead(ctx context.Context, batch []received, decisions []Decision, dead []int) error {
+	pending := dead
+	for attempt := 1; ; attempt++ {
+		now := time.Now()
+		msgs := make([]broker.Message, len(pending))
+		for j, i := range pending {
+			msgs[j] = deadLetterMessage(batch[i].d, decisions[i].Err, l.c.cfg.DeadLetterExchange, now)
+		}
+		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.ConfirmTimeout)
+		errs := l.pub.PublishBatch(cctx, msgs)
+		cancel()
+		var failed []int
+		var lastErr error
+		for j, err := range errs {
+			if err != nil {
+				failed, lastErr = append(failed, pending[j]), err
+			}
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.Channel().IsClosed() {
+			return fmt.Errorf("dead-letter to %s: %w", l.c.cfg.DeadLetterExchange, lastErr)
+		}
+		l.c.log.Warn("dead-lettering failed; holding the messages and retrying", "error", lastErr, "attempt", attempt, "messages", len(failed))
+		pending = failed
+		if err := l.pause(ctx, backoff.Delay(attempt, l.c.cfg.RetryBackoff, l.c.cfg.RetryBackoffMax)); err != nil {
+			return err
+		}
+	}
+}
+
+// wake calls the in-process wake-ups after a commit.
+func (l *loop) wake(res []store.IngestResult) {
+	mail, outbox := false, false
+	for _, r := range res {
+		mail = mail || r.Outcome == mailtype.OutcomeInserted
+		outbox = outbox || r.Feedback > 0
+	}
+	if mail {
+		l.c.onMail()
+	}
+	if outbox {
+		l.c.onOutbox()
+	}
+}
+
+// done counts and logs the acked deliveries idx.
+func (l *loop) done(batch []received, decisions []Decision, results []store.IngestResult, idx []int) {
+	for _, i := range idx {
+		d := decisions[i]
+		outcome, reason := results[i].Outcome, mailtype.Reason("")
+		switch d.Action {
+		case ActionIgnore:
+			outcome = mailtype.OutcomeIgnored
+		case ActionDeadLetter:
+			outcome, reason = mailtype.OutcomeDeadLettered, d.Err.Reason
+		}
+		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].at)
+		l.logOutcome(batch[i], d, outcome)
+	}
+}
+
+func (l *loop) logOutcome(r received, d Decision, outcome mailtype.Outcome) {
+	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.d.RoutingKey}
+	if m := d.Item.Mail; m != nil {
+		args = append(args, "dedupe_key", m.DedupeKey)
+	}
+	if c := d.Item.Cancel; c != nil {
+		args = append(args, "dedupe_key", mailtype.ConfirmationKey(c.OrderID))
+	}
+	switch outcome {
+	case mailtype.OutcomeDeadLettered:
+		l.c.log.Warn("event dead-lettered", append(args, "reason", string(d.Err.Reason), "error", mailtype.Sanitize(d.Err.Error()))...)
+	case mailtype.OutcomeInserted, mailtype.OutcomeDuplicate, mailtype.OutcomeIgnored:
+		l.c.log.Debug("event consumed", args...)
+	default:
+		l.c.log.Info("event consumed", args...)
+	}
+}

@@ -1,0 +1,130 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/config"
+)
+
+// Config configures a Consumer. FromConfig fills it from the amqp.* and
+// mail.* keys; WithDefaults fills what is left zero.
+type Config struct {
+	// URL is the broker's amqp:// or amqps:// URL.
+	URL string
+	// ConnectionName is shown in the RabbitMQ management UI; "" means
+	// "mailsvc-consumer".
+	ConnectionName string
+	// InputExchange (topic), Queue (quorum) and BindingKeys are the input
+	// topology (amqp.input_exchange, amqp.queue, amqp.binding_keys).
+	InputExchange string
+	Queue         string
+	BindingKeys   []string
+	// DeadLetterExchange (topic) and DeadLetterQueue (quorum, bound with
+	// "#") receive poison messages and messages over the delivery limit.
+	DeadLetterExchange string
+	DeadLetterQueue    string
+	// DeclareTopology declares exchanges, queues and bindings at every
+	// (re)connect, idempotently (amqp.declare_topology).
+	DeclareTopology bool
+	// Prefetch is the QoS prefetch count: unacknowledged deliveries the
+	// broker sends ahead; 0 means 200.
+	Prefetch int
+	// BatchSize is the most deliveries recorded in one database
+	// transaction and acknowledged together; 0 means 100. It must not
+	// exceed Prefetch.
+	BatchSize int
+	// DeliveryLimit is the queue's x-delivery-limit, in deliveries; 0
+	// means 20 (RabbitMQ 4.x's own default).
+	DeliveryLimit int
+	// MaxMessageBytes is the largest body accepted, in bytes; 0 means
+	// 262144. Larger ones are dead-lettered with reason too_large.
+	MaxMessageBytes int
+	// MaxEventAge is the oldest OrderConfirmed still sent (mail.max_event_age);
+	// a template's own MaxEventAge overrides it. 0 means 24h.
+	MaxEventAge time.Duration
+	// MailFrom is mail.from; its domain is the right-hand side of every
+	// Message-ID.
+	MailFrom string
+	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
+	// reconnects (capped exponential, jitter); 0 means 500ms and 30s.
+	ReconnectBackoff, ReconnectBackoffMax time.Duration
+	// RetryBackoff and RetryBackoffMax bound the delay between attempts to
+	// record a batch while the database fails; 0 means 100ms and 5s.
+	RetryBackoff, RetryBackoffMax time.Duration
+	// StatementTimeout bounds one attempt to record a batch; 0 means 30s.
+	StatementTimeout time.Duration
+	// ConfirmTimeout bounds the wait for the publisher confirm of a
+	// dead-lettered message; 0 means 10s.
+	ConfirmTimeout time.Duration
+}
+
+// FromConfig returns the consumer's part of cfg.
+func FromConfig(cfg *config.Config) Config {
+	a := cfg.AMQP
+	return Config{
+		URL: a.URL.Reveal(), ConnectionName: "mailsvc-consumer",
+		InputExchange: a.InputExchange, Queue: a.Queue, BindingKeys: a.BindingKeys,
+		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
+		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
+		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
+		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From,
+		ReconnectBackoff: a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
+	}
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	setInt(&c.Prefetch, 200)
+	setInt(&c.BatchSize, min(100, c.Prefetch))
+	setInt(&c.DeliveryLimit, 20)
+	setInt(&c.MaxMessageBytes, 262144)
+	setDuration(&c.MaxEventAge, 24*time.Hour)
+	setDuration(&c.ReconnectBackoff, 500*time.Millisecond)
+	setDuration(&c.ReconnectBackoffMax, 30*time.Second)
+	setDuration(&c.RetryBackoff, 100*time.Millisecond)
+	setDuration(&c.RetryBackoffMax, 5*time.Second)
+	setDuration(&c.StatementTimeout, 30*time.Second)
+	setDuration(&c.ConfirmTimeout, 10*time.Second)
+	if c.ConnectionName == "" {
+		c.ConnectionName = "mailsvc-consumer"
+	}
+	return c
+}
+
+// Validate reports every invalid field at once (errors.Join).
+func (c Config) Validate() error {
+	var errs []error
+	for name, v := range map[string]string{
+		"URL": c.URL, "InputExchange": c.InputExchange, "Queue": c.Queue,
+		"DeadLetterExchange": c.DeadLetterExchange, "DeadLetterQueue": c.DeadLetterQueue,
+	} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("consumer: %s must not be empty", name))
+		}
+	}
+	if len(c.BindingKeys) == 0 {
+		errs = append(errs, errors.New("consumer: BindingKeys must name at least one routing key"))
+	}
+	if c.Prefetch < 0 || c.BatchSize < 0 || c.BatchSize > c.Prefetch || c.BatchSize > broker.MaxBatch {
+		errs = append(errs, fmt.Errorf("consumer: BatchSize (%d) must be between 1 and Prefetch (%d) and at most %d", c.BatchSize, c.Prefetch, broker.MaxBatch))
+	}
+	if c.DeliveryLimit < 0 || c.MaxMessageBytes < 0 {
+		errs = append(errs, errors.New("consumer: DeliveryLimit and MaxMessageBytes must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func setInt(p *int, def int) {
+	if *p <= 0 {
+		*p = def
+	}
+}
+
+func setDuration(p *time.Duration, def time.Duration) {
+	if *p <= 0 {
+		*p = def
+	}
+}

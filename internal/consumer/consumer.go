@@ -1,0 +1,240 @@
+// Package consumer is the first hop of mailsvc: it consumes order events
+// from RabbitMQ and records them in PostgreSQL, acknowledging a delivery
+// only after the transaction that records it has committed (DESIGN.md
+// sections 2, 3, 5, 6 and 8).
+//
+// Transport is kept apart from decisions: Decider.Decide classifies one
+// message (record, ignore, dead-letter with a reason) without a broker or
+// a database; the session loop (session.go, batch.go) records a batch in
+// one transaction through store.Ingest, publishes poison messages to the
+// dead-letter exchange and waits for their confirms, and acks.
+//
+// Failure handling: the connection is supervised by broker.Supervise
+// (capped exponential backoff with jitter); a closed channel, a closed
+// deliveries channel or a broker-side cancel ends the session, whose
+// unacknowledged deliveries are abandoned with their channel (delivery
+// tags belong to it) and redelivered by the broker. While the database
+// fails, the batch is held and retried in process: nothing is acked,
+// nothing is dead-lettered, no new delivery is taken (the prefetch window
+// stays full), and a new session only starts consuming once the database
+// answers, so an outage does not spend the queue's delivery limit.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Recorder records events; *store.Store implements it.
+type Recorder interface {
+	// Ingest records items atomically (see store.Store.Ingest).
+	Ingest(ctx context.Context, items []store.IngestItem) ([]store.IngestResult, error)
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+}
+
+// Options are a Consumer's collaborators.
+type Options struct {
+	// Store and Templates are required.
+	Store     Recorder
+	Templates Renderer
+	// Log receives the consumer's log lines; nil discards them.
+	Log *slog.Logger
+	// Registerer receives the consumer's Metrics; nil keeps them in a
+	// private registry.
+	Registerer prometheus.Registerer
+	// BrokerMetrics holds mailsvc_amqp_connected; nil leaves it unset.
+	BrokerMetrics *broker.Metrics
+	// OnMailInserted is called after a commit that inserted a pending mail
+	// (wakes the sender); OnOutboxWritten after one that wrote outbox rows
+	// (wakes the relay). Both may be nil and must not block.
+	OnMailInserted  func()
+	OnOutboxWritten func()
+}
+
+// Consumer consumes the input queue. Start it once; Stop is idempotent.
+// Its methods are safe for concurrent use.
+type Consumer struct {
+	cfg      Config
+	store    Recorder
+	decider  *Decider
+	log      *slog.Logger
+	metrics  *Metrics
+	onState  func(bool)
+	onMail   func()
+	onOutbox func()
+
+	stopping chan struct{} // closed by Stop: drain and finish
+	stopOnce sync.Once
+	done     chan struct{} // closed when the supervisor returned
+
+	mu            sync.Mutex
+	started       bool
+	cancel        context.CancelFunc // hard stop of everything
+	conn          *amqp.Connection   // current connection, closed on hard stop
+	ch            *amqp.Channel      // consuming channel, nil when not consuming
+	stopRequested bool
+
+	// Counters tests watch (export_test.go): failed attempts to record a
+	// batch, sessions that started consuming, redelivered deliveries.
+	retries, sessions, redelivered atomic.Int64
+}
+
+// New validates cfg (after WithDefaults) and builds a Consumer; it does not
+// connect. It returns an error for an invalid config or a missing
+// collaborator.
+func New(cfg Config, o Options) (*Consumer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Store == nil || o.Templates == nil {
+		return nil, errors.New("consumer: Options.Store and Options.Templates are required")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	nop := func() {}
+	c := &Consumer{
+		cfg: cfg, store: o.Store, log: o.Log.With("component", "consumer"),
+		decider: &Decider{
+			MaxBytes: cfg.MaxMessageBytes, MaxEventAge: cfg.MaxEventAge,
+			FromDomain: mailtype.AddressDomain(cfg.MailFrom), Templates: o.Templates,
+		},
+		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
+		onMail: o.OnMailInserted, onOutbox: o.OnOutboxWritten,
+		stopping: make(chan struct{}), done: make(chan struct{}),
+	}
+	if c.onMail == nil {
+		c.onMail = nop
+	}
+	if c.onOutbox == nil {
+		c.onOutbox = nop
+	}
+	return c, nil
+}
+
+// Start connects and consumes in the background and returns at once; a
+// broker or database that is down is retried, not an error. The consumer
+// runs until Stop: ctx's cancellation does not stop it (the daemon cancels
+// its context on SIGTERM before it calls Stop, which must still drain).
+// Starting twice is an error.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("consumer already started")
+	}
+	c.started = true
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	bcfg := broker.Config{URL: c.cfg.URL, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff, BackoffMax: c.cfg.ReconnectBackoffMax}
+	go c.watchStop(runCtx)
+	go func() {
+		defer close(c.done)
+		_ = broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session) // returns nil once runCtx is done
+	}()
+	return nil
+}
+
+// Stop stops consuming (basic.cancel), lets the deliveries already
+// received be recorded and acked, and closes the connection. When ctx ends
+// first, it cancels the work in flight and closes the connection; the
+// unacknowledged deliveries go back to the queue, and ctx's error is
+// returned. Stop is idempotent and safe to call without Start.
+func (c *Consumer) Stop(ctx context.Context) error {
+	c.stopOnce.Do(func() { close(c.stopping) })
+	c.mu.Lock()
+	started := c.started
+	c.mu.Unlock()
+	if !started {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	c.cancel()
+	if c.conn != nil {
+		_ = c.conn.Close() // unblocks any broker call in flight
+	}
+	c.mu.Unlock()
+	<-c.done
+	return fmt.Errorf("stop consumer: %w", ctx.Err())
+}
+
+// Ready returns nil while the consumer's channel is open and consuming,
+// for /readyz.
+func (c *Consumer) Ready(context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil || c.ch.IsClosed() {
+		return errors.New("consumer channel is not open")
+	}
+	return nil
+}
+
+// watchStop ends the consumer on Stop when no session is consuming (one
+// that is drains first and ends it itself, in endConsuming).
+func (c *Consumer) watchStop(ctx context.Context) {
+	select {
+	case <-c.stopping:
+	case <-ctx.Done():
+		return
+	}
+	c.mu.Lock()
+	c.stopRequested = true
+	consuming := c.ch != nil
+	c.mu.Unlock()
+	if !consuming {
+		c.cancel()
+	}
+}
+
+// beginConsuming records ch as the consuming channel; it reports false
+// (and ends the consumer) when Stop came first.
+func (c *Consumer) beginConsuming(ch *amqp.Channel) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopRequested {
+		c.cancel()
+		return false
+	}
+	c.ch = ch
+	c.sessions.Add(1)
+	return true
+}
+
+// endConsuming clears the consuming channel, and ends the consumer when
+// the session ended because of Stop.
+func (c *Consumer) endConsuming() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ch = nil
+	if c.stopRequested {
+		c.cancel()
+	}
+}
+
+func (c *Consumer) setConn(conn *amqp.Connection) {
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+}

@@ -1,0 +1,63 @@
+package consumer
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+// Metrics are the consumer's metrics (DESIGN.md section 7). Label values
+// come from closed sets and are pre-initialized so dashboards show zeros.
+// The connection gauge, mailsvc_amqp_connected{role="consumer"}, lives in
+// the shared *broker.Metrics.
+type Metrics struct {
+	// Consumed counts acknowledged input events by event_type
+	// (OrderConfirmed, OrderCancelled, other) and outcome.
+	Consumed *prometheus.CounterVec
+	// DeadLettered counts messages published to the dead-letter exchange,
+	// by reason.
+	DeadLettered *prometheus.CounterVec
+	// Duration is the time from a delivery's arrival to its ack, in seconds.
+	Duration prometheus.Histogram
+}
+
+// NewMetrics registers the consumer metrics on reg. It panics if they are
+// already registered there (a wiring bug).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_events_consumed_total",
+			Help: "Input events acknowledged, by event type and outcome.",
+		}, []string{"event_type", "outcome"}),
+		DeadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_events_dead_lettered_total",
+			Help: "Input messages the consumer published to the dead-letter exchange, by reason.",
+		}, []string{"reason"}),
+		Duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mailsvc_consume_duration_seconds",
+			Help:    "Time from a delivery's arrival to its acknowledgement.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+	}
+	for _, t := range []string{string(mailtype.OrderConfirmed), string(mailtype.OrderCancelled), eventTypeOther} {
+		for _, o := range mailtype.Outcomes {
+			m.Consumed.WithLabelValues(t, string(o))
+		}
+	}
+	for _, r := range mailtype.DeadLetterReasons {
+		m.DeadLettered.WithLabelValues(string(r))
+	}
+	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration)
+	return m
+}
+
+// observe counts one acknowledged delivery.
+func (m *Metrics) observe(eventType string, outcome mailtype.Outcome, reason mailtype.Reason, received time.Time) {
+	m.Consumed.WithLabelValues(eventType, string(outcome)).Inc()
+	if outcome == mailtype.OutcomeDeadLettered {
+		m.DeadLettered.WithLabelValues(string(reason)).Inc()
+	}
+	m.Duration.Observe(time.Since(received).Seconds())
+}

@@ -1,0 +1,250 @@
+package consumer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/broker"
+)
+
+// received is a delivery and the time it arrived.
+type received struct {
+	d  amqp.Delivery
+	at time.Time
+}
+
+// session is the work on one live connection (a broker.Session): declare
+// the topology, wait for the database, open a confirm-mode channel for
+// dead-lettering and a consuming channel, then consume until the
+// connection or a channel fails (an error: Supervise reconnects) or a
+// graceful stop has drained the deliveries (nil).
+func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
+	c.setConn(conn)
+	defer c.setConn(nil)
+	if c.cfg.DeclareTopology {
+		if err := declareTopology(conn, c.cfg); err != nil {
+			return err
+		}
+	}
+	if err := c.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	pub, err := broker.NewPublisher(conn)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open consume channel: %w", err)
+	}
+	defer ch.Close()
+	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
+		return fmt.Errorf("set prefetch %d: %w", c.cfg.Prefetch, err)
+	}
+	gone := watchChannels(ch, pub.Closed())
+	if !c.beginConsuming(ch) {
+		return nil
+	}
+	defer c.endConsuming()
+	tag := consumerTag()
+	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
+	}
+	quit := make(chan struct{})
+	defer close(quit)
+	c.log.Info("consuming", "queue", c.cfg.Queue, "consumer_tag", tag, "prefetch", c.cfg.Prefetch, "batch_size", c.cfg.BatchSize)
+	l := &loop{c: c, ch: ch, pub: pub, tag: tag, in: forward(deliveries, c.cfg.Prefetch, quit), gone: gone}
+	err = l.run(ctx)
+	if err != nil && conn.IsClosed() {
+		return fmt.Errorf("connection closed: %w", err)
+	}
+	return err
+}
+
+// waitForDatabase returns once the database answers, so that a session
+// does not take deliveries it cannot record (each one taken and returned
+// would count against the delivery limit).
+func (c *Consumer) waitForDatabase(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
+		err := c.store.Ping(pctx)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				c.log.Info("database answers again; consuming")
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == 1 {
+			c.log.Warn("database unreachable; not consuming until it answers", "error", err)
+		}
+		if !backoff.Sleep(ctx.Done(), backoff.Delay(attempt, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax)) {
+			return ctx.Err()
+		}
+	}
+}
+
+// channelWatch is closed (done) when the consuming channel or the
+// dead-letter channel closes, or the broker cancels the consumer (queue
+// deleted); err says which.
+type channelWatch struct {
+	done chan struct{}
+	err  error
+}
+
+func watchChannels(ch *amqp.Channel, pubClosed <-chan *amqp.Error) *channelWatch {
+	w := &channelWatch{done: make(chan struct{})}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
+	go func() {
+		defer close(w.done)
+		select {
+		case e := <-closed:
+			w.err = closedError("consume channel", e)
+		case e := <-pubClosed:
+			w.err = closedError("dead-letter channel", e)
+		case tag := <-cancelled:
+			w.err = fmt.Errorf("broker cancelled consumer %q (queue deleted or moved)", tag)
+		}
+	}()
+	return w
+}
+
+// closedError describes a channel closure; e is nil for a client close.
+// A consumer acknowledgement timeout arrives here as PRECONDITION_FAILED.
+func closedError(what string, e *amqp.Error) error {
+	if e == nil {
+		return fmt.Errorf("%s closed", what)
+	}
+	return fmt.Errorf("%s closed by the broker: %w", what, e)
+}
+
+// forward copies deliveries into a buffered channel, stamped with their
+// arrival time, so the loop can drain a batch without blocking (the
+// library's channel is unbuffered). It ends when deliveries closes or quit
+// is closed.
+func forward(deliveries <-chan amqp.Delivery, size int, quit <-chan struct{}) <-chan received {
+	out := make(chan received, size)
+	go func() {
+		defer close(out)
+		for d := range deliveries {
+			select {
+			case out <- received{d: d, at: time.Now()}:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// consumerTag is unique per session and names the host for operators.
+func consumerTag() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("mailsvc-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// loop consumes one channel.
+type loop struct {
+	c    *Consumer
+	ch   *amqp.Channel
+	pub  *broker.Publisher
+	tag  string
+	in   <-chan received
+	gone *channelWatch
+}
+
+// errDeliveriesClosed: the library closed the deliveries channel without
+// a stop (the channel died); the session must end.
+var errDeliveriesClosed = errors.New("deliveries channel closed")
+
+// run handles batches until the channel fails or, after Stop, until every
+// delivery already received has been handled (then nil).
+func (l *loop) run(ctx context.Context) error {
+	stop := l.c.stopping
+	stopped := false
+	for {
+		select {
+		case first, ok := <-l.in:
+			if !ok {
+				if stopped {
+					return nil
+				}
+				return l.goneError(errDeliveriesClosed)
+			}
+			if err := l.handle(ctx, l.collect(first)); err != nil {
+				return err
+			}
+		case <-stop:
+			stop, stopped = nil, true
+			// After cancel-ok no delivery follows; the library then closes
+			// the deliveries channel once we have read what it holds.
+			if err := l.ch.Cancel(l.tag, false); err != nil {
+				return fmt.Errorf("cancel consumer: %w", err)
+			}
+			l.c.log.Info("stopping: consumer cancelled, finishing deliveries in flight")
+		case <-l.gone.done:
+			return l.gone.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// collect returns first and whatever else has already arrived, up to the
+// batch size, without waiting.
+func (l *loop) collect(first received) []received {
+	batch := []received{first}
+	for len(batch) < l.c.cfg.BatchSize {
+		select {
+		case r, ok := <-l.in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// goneError prefers the channel watcher's reason when it has one.
+func (l *loop) goneError(fallback error) error {
+	select {
+	case <-l.gone.done:
+		return l.gone.err
+	default:
+		return fallback
+	}
+}
+
+// pause waits d, or returns early with an error when the channel dies or
+// ctx ends (the held deliveries are then abandoned with their channel).
+func (l *loop) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-l.gone.done:
+		return l.gone.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
