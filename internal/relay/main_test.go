@@ -49,7 +49,7 @@ type setupOpts struct {
 	dbProxy, amqpProxy bool
 }
 
-func setup(t *testing.T, o setupOpts) *bundle {
+func setup(t testing.TB, o setupOpts) *bundle {
 	t.Helper()
 	b := &bundle{sc: storetest.New(t), names: brokertest.New(t), reg: prometheus.NewRegistry()}
 	dbURL, amqpURL := b.sc.URL, brokertest.URL()
@@ -91,7 +91,7 @@ func openStore(t testing.TB, url, exchange string) *store.Store {
 
 // newRelay builds a relay on the bundle's config (after edit, if given)
 // and stops it when the test ends.
-func (b *bundle) newRelay(t *testing.T, edit func(*relay.Config)) *relay.Relay {
+func (b *bundle) newRelay(t testing.TB, edit func(*relay.Config)) *relay.Relay {
 	t.Helper()
 	cfg := b.cfg
 	if edit != nil {
@@ -107,17 +107,17 @@ func (b *bundle) newRelay(t *testing.T, edit func(*relay.Config)) *relay.Relay {
 	return r
 }
 
-func (b *bundle) start(t *testing.T, r *relay.Relay) {
+func (b *bundle) start(t testing.TB, r *relay.Relay) {
 	t.Helper()
 	require.NoError(t, r.Start(context.Background()))
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
 // tWriter sends log lines to t.Log, so they show only for failed tests.
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))

@@ -54,15 +54,20 @@ type OutboxAttempt struct {
 // row of the same order is unpublished and alive (not dead), so one order's
 // events go out in write order and a batch holds at most one row per
 // order; rows without an order id (NULL or empty) are never held back.
+// The OR keeps the probe a correlated subplan on
+// outbox_unpublished_order_idx whatever the statistics say: as an anti
+// join, on a table that grew from empty before ANALYZE ran, PostgreSQL 15
+// scanned the whole index per candidate (415 ms instead of 0.5 ms for 100
+// of 20,000 rows).
 const fetchOutboxSQL = `
 SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, coalesce(o.dedupe_key, ''),
        o.payload::text, o.created_at, o.attempts
 FROM outbox o
 WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
-  AND NOT EXISTS (
+  AND (coalesce(o.order_id, '') = '' OR NOT EXISTS (
       SELECT 1 FROM outbox p
-      WHERE p.order_id = o.order_id AND o.order_id <> '' AND p.id < o.id
-        AND p.published_at IS NULL AND p.dead_at IS NULL)
+      WHERE p.order_id = o.order_id AND p.id < o.id
+        AND p.published_at IS NULL AND p.dead_at IS NULL))
 ORDER BY o.id
 LIMIT $1`
 
