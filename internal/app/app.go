@@ -16,6 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
+	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
@@ -95,7 +96,13 @@ func (w *wiring) build() ([]named, error) {
 	// relay, the sender and the consumer last; stop runs in reverse, so the
 	// consumer stops taking deliveries first and the relay flushes last.
 	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)}}
-	// relay (issue 5): append it here and set w.wakeRelay.
+	// relay (issue 5): one active relay across replicas (advisory lock).
+	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("build relay: %w", err)
+	}
+	parts = append(parts, named{"relay", rel})
+	w.wakeRelay = rel.Wake
 	// sender (issue 4): append it here and set w.wakeSender.
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
 	cons, err := consumer.New(consumer.FromConfig(w.cfg), consumer.Options{
