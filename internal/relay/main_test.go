@@ -75,7 +75,7 @@ func testConfig(amqpURL, exchange string) relay.Config {
 		Exchange: exchange, DeclareExchange: true,
 		BatchSize: 50, PollInterval: 200 * time.Millisecond, ConfirmTimeout: 5 * time.Second, MaxAttempts: 3,
 		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, LockRetry: 100 * time.Millisecond,
-		ReconnectBackoff: 50 * time.Millisecond, ReconnectBackoffMax: 300 * time.Millisecond,
+		BrokerStepDown: 400 * time.Millisecond, ReconnectBackoff: 50 * time.Millisecond, ReconnectBackoffMax: 300 * time.Millisecond,
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -56,6 +55,10 @@ type Config struct {
 	// LockRetry is how often a standby replica tries to take the lock; 0
 	// means 2s.
 	LockRetry time.Duration
+	// BrokerStepDown is how long the active relay keeps the lock while it
+	// cannot reach the broker; after that it releases the lock so that a
+	// replica that can reach the broker takes over. 0 means 30s.
+	BrokerStepDown time.Duration
 	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
 	// attempts to reopen the lock connection or the LISTEN connection; 0
 	// means 500ms and 15s.
@@ -80,6 +83,7 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.RetryBackoff, time.Second)
 	setDur(&c.RetryBackoffMax, time.Minute)
 	setDur(&c.LockRetry, 2*time.Second)
+	setDur(&c.BrokerStepDown, 30*time.Second)
 	setDur(&c.ReconnectBackoff, 500*time.Millisecond)
 	setDur(&c.ReconnectBackoffMax, 15*time.Second)
 	setDur(&c.RetentionInterval, time.Minute)
@@ -118,7 +122,7 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"PollInterval": c.PollInterval, "ConfirmTimeout": c.ConfirmTimeout, "RetryBackoff": c.RetryBackoff,
-		"RetryBackoffMax": c.RetryBackoffMax, "LockRetry": c.LockRetry, "ReconnectBackoff": c.ReconnectBackoff,
+		"RetryBackoffMax": c.RetryBackoffMax, "LockRetry": c.LockRetry, "BrokerStepDown": c.BrokerStepDown, "ReconnectBackoff": c.ReconnectBackoff,
 		"ReconnectBackoffMax": c.ReconnectBackoffMax, "RetentionInterval": c.RetentionInterval,
 	} {
 		if d <= 0 {
@@ -231,102 +235,4 @@ func (r *Relay) Stop(ctx context.Context) error {
 	case <-time.After(hardStopGrace):
 		return fmt.Errorf("stop relay: %w", ctx.Err())
 	}
-}
-
-// run keeps a database session until soft is done: open it, contend for
-// the lock, lead while holding it, and after a failure reconnect with
-// capped, jittered backoff.
-func (r *Relay) run(soft, hard context.Context) {
-	failures := 0
-	for soft.Err() == nil {
-		began := time.Now()
-		err := r.session(soft, hard)
-		if soft.Err() != nil {
-			return
-		}
-		if time.Since(began) > r.cfg.ReconnectBackoffMax {
-			failures = 0
-		}
-		failures++
-		d := backoff.Delay(failures, r.cfg.ReconnectBackoff, r.cfg.ReconnectBackoffMax)
-		r.log.Warn("relay database session lost, reconnecting", "error", err, "retry_in", d.String(), "failures", failures)
-		if !backoff.Sleep(soft.Done(), d) {
-			return
-		}
-	}
-}
-
-// session opens the dedicated connection, waits for the lock and leads.
-// It returns why the session ended (nil on a soft stop).
-func (r *Relay) session(soft, hard context.Context) error {
-	sess, err := r.st.OpenRelaySession(soft, r.cfg.Name)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	if err := r.awaitLock(soft, sess); err != nil || soft.Err() != nil {
-		return err
-	}
-	r.m.Leader.Set(1)
-	defer r.m.Leader.Set(0)
-	r.log.Info("relay lock acquired: this replica publishes the outbox")
-	err = r.lead(soft, hard, sess)
-	r.log.Info("relay lock released")
-	return err
-}
-
-// awaitLock tries the lock every LockRetry until this session holds it.
-func (r *Relay) awaitLock(ctx context.Context, sess *store.RelaySession) error {
-	standby := false
-	for {
-		held, err := sess.TryLock(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil || held {
-			return err
-		}
-		if !standby {
-			r.log.Info("relay standing by: another replica holds the relay lock")
-			standby = true
-		}
-		if !backoff.Sleep(ctx.Done(), r.cfg.LockRetry) {
-			return nil
-		}
-	}
-}
-
-// dbError marks an error of the relay's database session: leadership ends
-// with it, whereas a broker error only reconnects the broker.
-type dbError struct{ err error }
-
-func (e *dbError) Error() string { return e.err.Error() }
-func (e *dbError) Unwrap() error { return e.err }
-
-// lead publishes while this session holds the lock: the LISTEN loop wakes
-// it, broker.SupervisePublisher keeps a broker connection, and a database
-// error ends it (the lock may be gone with the connection).
-func (r *Relay) lead(soft, hard context.Context, sess *store.RelaySession) error {
-	lctx, cancel := context.WithCancelCause(soft)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.listen(lctx)
-	}()
-	r.Wake() // rows written while no relay was active
-	_ = broker.SupervisePublisher(lctx, r.cfg.AMQP, r.log, r.onConn, func(ctx context.Context, pub *broker.Publisher) error {
-		err := r.publishLoop(ctx, hard, pub, sess)
-		var de *dbError
-		if errors.As(err, &de) {
-			cancel(de.err)
-		}
-		return err
-	})
-	cancel(nil)
-	wg.Wait()
-	if soft.Err() != nil {
-		return nil
-	}
-	return context.Cause(lctx)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -306,6 +307,30 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 		return value(t, m2.Published.WithLabelValues(string(mailtype.EmailSent))) == 1
 	}, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, b.countPublished(t))
+}
+
+func TestLeaderThatCannotReachTheBrokerStepsDown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{amqpProxy: true})
+	obs := observe(t, b.names, "#")
+	cut := b.newRelay(t, nil) // reaches the broker through the proxy
+	b.start(t, cut)
+	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
+	b.amqpProxy.Cut()
+
+	m2 := relay.NewMetrics(prometheus.NewRegistry())
+	cfg := b.cfg
+	cfg.AMQP.URL = brokertest.URL()
+	direct, err := relay.New(cfg, b.relayStore, testLogger(t), m2, nil)
+	require.NoError(t, err)
+	require.NoError(t, direct.Start(context.Background()))
+	t.Cleanup(func() { stopNow(t, direct) })
+	b.insert(t, feedback("1", mailtype.EmailSent))
+
+	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 0.0, value(t, b.m.Leader))
+	require.Len(t, obs.waitFor(t, 1), 1)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
 func TestLifecycle(t *testing.T) {
