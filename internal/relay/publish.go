@@ -136,7 +136,16 @@ func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.Outbox
 	for k, err := range pub.PublishBatch(ctx, msgs) {
 		errs[idx[k]] = err
 	}
+	// A channel closed under one message published alone, on a connection
+	// that still opens channels, was closed because of that message.
+	if i := idx[0]; len(idx) == 1 && errors.Is(errs[i], broker.ErrChannelClosed) && pub.Reopen() == nil {
+		errs[i] = fmt.Errorf("%w: %w", errClosedByRow, errs[i])
+	}
 }
+
+// errClosedByRow marks a channel closed by the broker because of one row
+// (for instance, its exchange does not exist): the row's own failure.
+var errClosedByRow = errors.New("the broker closed the channel on this message alone")
 
 // message is the AMQP message of a row (DESIGN.md section 4).
 func message(row store.OutboxRow) broker.Message {
@@ -172,7 +181,8 @@ func (r *Relay) results(rows []store.OutboxRow, errs []error) ([]int64, []store.
 }
 
 // classify maps a publish error to its metric reason. own reports a
-// failure that is the message's own (nack, unroutable); a timeout or a
+// failure that is the message's own (nack, unroutable, a channel closed on
+// it alone); a timeout or a
 // closed channel may be the broker's, and counts toward dead only when the
 // broker acked another row of the same round.
 func classify(err error) (reason mailtype.Reason, own bool) {
@@ -181,6 +191,8 @@ func classify(err error) (reason mailtype.Reason, own bool) {
 		return mailtype.ReasonNack, true
 	case errors.Is(err, broker.ErrReturned):
 		return mailtype.ReasonUnroutable, true
+	case errors.Is(err, errClosedByRow):
+		return mailtype.ReasonBroker, true
 	case errors.Is(err, broker.ErrConfirmTimeout), errors.Is(err, context.DeadlineExceeded):
 		return mailtype.ReasonTimeout, false
 	default:
@@ -191,7 +203,7 @@ func classify(err error) (reason mailtype.Reason, own bool) {
 // describe is the sanitized last_error of a failed publish.
 func describe(reason mailtype.Reason, err error, row store.OutboxRow) string {
 	msg := fmt.Sprintf("%s: %v", reason, err)
-	if reason == mailtype.ReasonUnroutable {
+	if reason == mailtype.ReasonUnroutable || errors.Is(err, errClosedByRow) {
 		msg += fmt.Sprintf(" (exchange %q, routing key %q)", row.Exchange, row.RoutingKey)
 	}
 	return mailtype.Sanitize(msg)

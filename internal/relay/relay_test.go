@@ -205,6 +205,42 @@ func TestRelayDoesNotMarkANackedPublish(t *testing.T) {
 	require.Equal(t, 0.0, b.failures(t, mailtype.ReasonUnroutable))
 }
 
+func TestRelayChannelClosedUnderPendingConfirmsIsNeverAnAck(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "#")
+	fs := make([]store.Feedback, 10)
+	for i := range fs {
+		fs[i] = feedback(fmt.Sprintf("o%d", i), mailtype.EmailSent)
+	}
+	b.insert(t, fs...)
+	poison := b.outbox(t)[4]
+	// A publish to a missing exchange makes the broker close the channel:
+	// the confirms pending behind it come back empty.
+	b.sc.Exec(t, `UPDATE outbox SET exchange = $1 WHERE id = $2`, b.names.Prefix+"missing", poison.ID)
+	r := b.newRelay(t, nil) // MaxAttempts 3
+	b.start(t, r)
+
+	require.Eventually(t, func() bool { return b.outbox(t)[4].DeadAt != nil }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 9 }, 20*time.Second, 10*time.Millisecond)
+	rows := b.outbox(t)
+	require.Nil(t, rows[4].PublishedAt)
+	require.Equal(t, 3, rows[4].Attempts)
+	require.Contains(t, rows[4].LastError, "channel closed")
+	seen := map[string]int{}
+	for _, d := range obs.deliveries() {
+		seen[d.MessageId]++
+	}
+	require.Zero(t, seen[poison.EventID])
+	for i, row := range rows {
+		if i != 4 {
+			require.NotNil(t, row.PublishedAt)
+			require.Positive(t, seen[row.EventID], "every published row reached the queue")
+		}
+	}
+	require.GreaterOrEqual(t, b.failures(t, mailtype.ReasonBroker), 3.0)
+}
+
 func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
