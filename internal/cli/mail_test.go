@@ -34,9 +34,21 @@ func newOpsEnv(t *testing.T, extraYAML string) *opsEnv {
 	return &opsEnv{sc: sc, names: names, config: writeOpsConfig(t, sc.URL, brokertest.URL(), names, extraYAML)}
 }
 
-// writeOpsConfig writes a config file and returns its path.
+// writeOpsConfig writes a config file and returns its path. extraYAML
+// holds more sections; lines of it indented by two spaces after a line
+// "amqp:" are added to the amqp section instead.
 func writeOpsConfig(t *testing.T, dbURL, amqpURL string, n *brokertest.Names, extraYAML string) string {
 	t.Helper()
+	extraAMQP := ""
+	if rest, ok := strings.CutPrefix(extraYAML, "amqp:\n"); ok {
+		lines := strings.SplitAfter(rest, "\n")
+		i := 0
+		for i < len(lines) && strings.HasPrefix(lines[i], "  ") {
+			extraAMQP += lines[i]
+			i++
+		}
+		extraYAML = strings.Join(lines[i:], "")
+	}
 	y := fmt.Sprintf(`database:
   url: %q
 amqp:
@@ -46,9 +58,9 @@ amqp:
   dead_letter_exchange: %q
   dead_letter_queue: %q
   events_exchange: %q
-mail:
+%smail:
   from: "Shop <orders@shop.example>"
-%s`, dbURL, amqpURL, n.InputExchange, n.Queue, n.DeadLetterExchange, n.DeadLetterQueue, n.EventsExchange, extraYAML)
+%s`, dbURL, amqpURL, n.InputExchange, n.Queue, n.DeadLetterExchange, n.DeadLetterQueue, n.EventsExchange, extraAMQP, extraYAML)
 	p := filepath.Join(t.TempDir(), "mailsvc.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(y), 0o600))
 	return p
