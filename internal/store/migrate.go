@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
@@ -23,12 +24,21 @@ type MigrationStatus struct {
 }
 
 // withMigrator runs fn with a goose provider over the embedded migrations.
-// A PostgreSQL session advisory lock serializes replicas that migrate at
-// the same time, so running migrate twice, or from two replicas, is safe.
+// A PostgreSQL session advisory lock serializes replicas that migrate the
+// same schema at the same time, so running migrate twice, or from two
+// replicas, is safe. The lock id is derived from the schema name, so
+// schemas of one database (tests) do not wait for each other; it is polled
+// every second for up to 5 minutes.
 func (s *Store) withMigrator(fn func(*goose.Provider) error) error {
+	var schema string
+	if err := s.pool.QueryRow(context.Background(), "SELECT current_schema()").Scan(&schema); err != nil {
+		return interpretError(err)
+	}
+	h := fnv.New64a()
+	h.Write([]byte("mailsvc-migrate:" + schema))
 	db := stdlib.OpenDBFromPool(s.pool)
 	defer db.Close()
-	locker, err := lock.NewPostgresSessionLocker()
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 300))
 	if err != nil {
 		return err
 	}
