@@ -12,23 +12,13 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-// handle decides every delivery of batch, records the ones to record in
-// one transaction, dead-letters the poison ones, and acks; the ack of a
-// delivery always follows the commit (or the dead-letter confirm) that
-// settles it. An error means the channel can no longer ack this batch:
-// the session ends and the broker redelivers what was not acked.
-func (l *loop) handle(ctx context.Context, batch []received) error {
-	decisions := make([]Decision, len(batch))
-	for i, r := range batch {
-		if r.d.Redelivered {
-			l.c.redelivered.Add(1)
-		}
-		decisions[i] = l.c.decider.Decide(Message{Body: r.d.Body, MessageID: r.d.MessageId})
-	}
-	results, err := l.record(ctx, decisions)
-	if err != nil {
-		return err
-	}
+// settle finishes a recorded flight: it acks the deliveries the commit
+// settled, publishes the poison ones to the dead-letter exchange and acks
+// them once confirmed. Every ack follows the commit or confirm that
+// settles its delivery. An error means the channel can no longer ack this
+// batch: the session ends and the broker redelivers what was not acked.
+func (l *loop) settle(ctx context.Context, f *flight) error {
+	batch, decisions, results := f.batch, f.decisions, f.results
 	var dead, settled []int
 	for i, d := range decisions {
 		if d.Action == ActionDeadLetter {
@@ -38,8 +28,8 @@ func (l *loop) handle(ctx context.Context, batch []received) error {
 		}
 	}
 	if len(dead) == 0 {
-		// Every earlier tag on this channel is acked already, so one
-		// multiple ack covers exactly this batch.
+		// Flights settle in order, so every earlier tag on this channel is
+		// acked already and one multiple ack covers exactly this batch.
 		if err := l.ch.Ack(batch[len(batch)-1].d.DeliveryTag, len(batch) > 1); err != nil {
 			return fmt.Errorf("ack batch: %w", err)
 		}

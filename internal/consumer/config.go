@@ -36,6 +36,9 @@ type Config struct {
 	// transaction and acknowledged together; 0 means 100. It must not
 	// exceed Prefetch.
 	BatchSize int
+	// MaxInFlight is the most batches recorded at once (each in its own
+	// transaction; acks still go in delivery order); 0 means 2.
+	MaxInFlight int
 	// DeliveryLimit is the queue's x-delivery-limit, in deliveries; 0
 	// means 20 (RabbitMQ 4.x's own default).
 	DeliveryLimit int
@@ -79,6 +82,7 @@ func FromConfig(cfg *config.Config) Config {
 func (c Config) WithDefaults() Config {
 	setInt(&c.Prefetch, 200)
 	setInt(&c.BatchSize, min(100, c.Prefetch))
+	setInt(&c.MaxInFlight, 2)
 	setInt(&c.DeliveryLimit, 20)
 	setInt(&c.MaxMessageBytes, 262144)
 	setDuration(&c.MaxEventAge, 24*time.Hour)

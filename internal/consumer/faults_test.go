@@ -149,9 +149,14 @@ func TestChannelClosedUnderAHeldBatch(t *testing.T) {
 	require.Eventually(t, func() bool { return r.c.SessionsForTest() == 2 }, waitFor, tick, "reconnected")
 	allowCommits(t, b)
 	r.waitConsumed(t, 2)
-	require.Equal(t, 2, r.consumed(t, "OrderConfirmed", "inserted"))
+	// 911 may have been recorded by a batch of its own in the first
+	// session, its ack held behind 910's (acks go in order): then the new
+	// session finds it a duplicate.
+	inserted := r.consumed(t, "OrderConfirmed", "inserted")
+	require.Equal(t, 2, inserted+r.consumed(t, "OrderConfirmed", "duplicate"))
+	require.GreaterOrEqual(t, inserted, 1)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM mail`))
-	require.Equal(t, int64(2), r.c.RedeliveredForTest())
+	require.Equal(t, int64(2), r.c.RedeliveredForTest(), "both unacked deliveries came back once")
 	require.Equal(t, int64(2), r.c.SessionsForTest(), "no stale delivery tag was acked on the new channel")
 	require.Equal(t, 0, b.queueDepth(t, b.names.Queue))
 }

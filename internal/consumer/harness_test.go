@@ -150,7 +150,7 @@ func (b *bundle) count(t *testing.T, sql string, args ...any) int {
 }
 
 // metric returns the value of the counter or gauge name with labels.
-func (r *running) metric(t *testing.T, name string, labels ...string) float64 {
+func (r *running) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := r.reg.Gather()
 	require.NoError(t, err)
@@ -179,13 +179,13 @@ func (r *running) metric(t *testing.T, name string, labels ...string) float64 {
 }
 
 // consumed is mailsvc_events_consumed_total{event_type, outcome}.
-func (r *running) consumed(t *testing.T, eventType, outcome string) int {
+func (r *running) consumed(t testing.TB, eventType, outcome string) int {
 	t.Helper()
 	return int(r.metric(t, "mailsvc_events_consumed_total", "event_type", eventType, "outcome", outcome))
 }
 
 // consumedTotal sums mailsvc_events_consumed_total over all labels.
-func (r *running) consumedTotal(t *testing.T) int {
+func (r *running) consumedTotal(t testing.TB) int {
 	t.Helper()
 	mfs, err := r.reg.Gather()
 	require.NoError(t, err)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -30,7 +30,7 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
 	if c.cfg.DeclareTopology {
-		if err := declareTopology(conn, c.cfg); err != nil {
+		if err := DeclareTopology(conn, c.cfg); err != nil {
 			return err
 		}
 	}
@@ -159,7 +159,7 @@ func consumerTag() string {
 	return fmt.Sprintf("mailsvc-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
 }
 
-// loop consumes one channel.
+// loop consumes one channel (see pipeline.go).
 type loop struct {
 	c    *Consumer
 	ch   *amqp.Channel
@@ -167,43 +167,8 @@ type loop struct {
 	tag  string
 	in   <-chan received
 	gone *channelWatch
-}
-
-// errDeliveriesClosed: the library closed the deliveries channel without
-// a stop (the channel died); the session must end.
-var errDeliveriesClosed = errors.New("deliveries channel closed")
-
-// run handles batches until the channel fails or, after Stop, until every
-// delivery already received has been handled (then nil).
-func (l *loop) run(ctx context.Context) error {
-	stop := l.c.stopping
-	stopped := false
-	for {
-		select {
-		case first, ok := <-l.in:
-			if !ok {
-				if stopped {
-					return nil
-				}
-				return l.goneError(errDeliveriesClosed)
-			}
-			if err := l.handle(ctx, l.collect(first)); err != nil {
-				return err
-			}
-		case <-stop:
-			stop, stopped = nil, true
-			// After cancel-ok no delivery follows; the library then closes
-			// the deliveries channel once we have read what it holds.
-			if err := l.ch.Cancel(l.tag, false); err != nil {
-				return fmt.Errorf("cancel consumer: %w", err)
-			}
-			l.c.log.Info("stopping: consumer cancelled, finishing deliveries in flight")
-		case <-l.gone.done:
-			return l.gone.err
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	// recorders counts the goroutines recording a flight.
+	recorders sync.WaitGroup
 }
 
 // collect returns first and whatever else has already arrived, up to the

@@ -39,12 +39,14 @@ func queueArgs(c Config) amqp.Table {
 	}
 }
 
-// declareTopology declares, idempotently and on a channel of its own (a
+// DeclareTopology declares, idempotently and on a channel of its own (a
 // refused declaration closes its channel): the dead-letter exchange
 // (topic, durable) and queue (quorum) bound with "#", then the input
-// exchange (topic, durable) and queue (quorum, queueArgs) bound with every
-// binding key.
-func declareTopology(conn *amqp.Connection, c Config) error {
+// exchange (topic, durable) and queue (quorum, see queueArgs) bound with
+// every binding key of c. The consumer calls it at every (re)connect when
+// c.DeclareTopology is set. It returns the broker's error, explained when a
+// queue or exchange exists with other settings.
+func DeclareTopology(conn *amqp.Connection, c Config) error {
 	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open declare channel: %w", err)

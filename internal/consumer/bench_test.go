@@ -1,0 +1,195 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/consumer"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/templates"
+)
+
+// benchEvents is the number of events each run ingests.
+const benchEvents = 20000
+
+// BenchmarkIngest measures ingest throughput (events/s) from the real
+// broker into the real database: 20,000 OrderConfirmed events published
+// beforehand, then consumed until every one is acked. Each setting runs the
+// raw baseline (consume, one multi-row insert per batch, one multiple ack;
+// no validation, no rendering, no outcome per event) and the consumer in
+// the same invocation, each on its own fresh queue and schema, and reports
+// both rates and their ratio. Run it once per setting:
+//
+//	go test -run '^$' -bench Ingest -benchtime 1x ./internal/consumer/
+func BenchmarkIngest(b *testing.B) {
+	for _, s := range []struct{ prefetch, batch int }{{200, 100}, {400, 100}, {1000, 250}} {
+		b.Run(fmt.Sprintf("prefetch=%d/batch=%d", s.prefetch, s.batch), func(b *testing.B) {
+			var raw, ours float64
+			for range b.N {
+				raw += runBaseline(b, s.prefetch, s.batch)
+				ours += runConsumer(b, s.prefetch, s.batch)
+			}
+			raw, ours = raw/float64(b.N), ours/float64(b.N)
+			b.ReportMetric(raw, "baseline_events/s")
+			b.ReportMetric(ours, "consumer_events/s")
+			b.ReportMetric(ours/raw, "ratio")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// benchQueue declares a fresh topology and publishes benchEvents
+// OrderConfirmed events to it (untimed).
+func benchQueue(b *testing.B, prefetch, batch int) consumer.Config {
+	b.Helper()
+	names := brokertest.New(b)
+	cfg := consumer.Config{
+		URL: brokertest.URL(), InputExchange: names.InputExchange, Queue: names.Queue,
+		BindingKeys:        []string{"order.confirmed"},
+		DeadLetterExchange: names.DeadLetterExchange, DeadLetterQueue: names.DeadLetterQueue,
+		DeclareTopology: true, Prefetch: prefetch, BatchSize: batch, MailFrom: "Shop <orders@shop.example>",
+	}.WithDefaults()
+	conn := brokertest.Dial(b)
+	defer conn.Close()
+	require.NoError(b, consumer.DeclareTopology(conn, cfg))
+	pub, err := broker.NewPublisher(conn)
+	require.NoError(b, err)
+	defer pub.Close()
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for sent := 0; sent < benchEvents; {
+		n := min(broker.MaxBatch, benchEvents-sent)
+		msgs := make([]broker.Message, n)
+		for i := range msgs {
+			ev := confirmedEvent(fmt.Sprint(sent + i))
+			ev["occurred_at"] = now
+			msgs[i] = broker.Message{
+				Exchange: cfg.InputExchange, RoutingKey: "order.confirmed", MessageID: ev["event_id"].(string),
+				ContentType: "application/json", Body: body(b, ev), Persistent: true,
+			}
+		}
+		for _, err := range pub.PublishBatch(context.Background(), msgs) {
+			require.NoError(b, err)
+		}
+		sent += n
+	}
+	return cfg
+}
+
+// runConsumer starts a Consumer on a published queue and returns events/s
+// from Start until every event was acked.
+func runConsumer(b *testing.B, prefetch, batch int) float64 {
+	return runConsumerWith(b, prefetch, batch, 0, nil)
+}
+
+func runConsumerWith(b *testing.B, prefetch, batch, inflight int, rend consumer.Renderer) float64 {
+	b.Helper()
+	cfg := benchQueue(b, prefetch, batch)
+	cfg.MaxInFlight = inflight
+	sc := storetest.New(b)
+	tmpl, err := templates.New(templates.Options{})
+	require.NoError(b, err)
+	reg := prometheus.NewRegistry()
+	if rend == nil {
+		rend = tmpl
+	}
+	c, err := consumer.New(cfg, consumer.Options{
+		Store: sc.Store, Templates: rend, Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	require.NoError(b, err)
+	r := &running{c: c, reg: reg}
+	start := time.Now()
+	require.NoError(b, c.Start(context.Background()))
+	poll := time.NewTicker(2 * time.Millisecond) // the run takes seconds
+	defer poll.Stop()
+	for r.consumedTotal(b) < benchEvents {
+		<-poll.C
+	}
+	elapsed := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(b, c.Stop(ctx))
+	require.Equal(b, benchEvents, r.consumed(b, "OrderConfirmed", "inserted"))
+	require.Equal(b, int64(benchEvents), sc.QueryInt(b, `SELECT count(*) FROM mail`))
+	return benchEvents / elapsed.Seconds()
+}
+
+// runBaseline consumes a published queue the rawest way that still keeps
+// the ack after the commit: batches collected like the consumer does, one
+// multi-row INSERT (event_id and dedupe_key from the message id, the body
+// as payload), one multiple ack. It returns events/s.
+func runBaseline(b *testing.B, prefetch, batch int) float64 {
+	b.Helper()
+	cfg := benchQueue(b, prefetch, batch)
+	sc := storetest.New(b)
+	ctx := context.Background()
+	start := time.Now()
+	conn, err := amqp.Dial(cfg.URL)
+	require.NoError(b, err)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(b, err)
+	require.NoError(b, ch.Qos(prefetch, 0, false))
+	deliveries, err := ch.Consume(cfg.Queue, "", false, false, false, false, nil)
+	require.NoError(b, err)
+	in := make(chan amqp.Delivery, prefetch)
+	go func() {
+		defer close(in)
+		for d := range deliveries {
+			in <- d
+		}
+	}()
+	for done := 0; done < benchEvents; {
+		rows := []store.RawMail{}
+		var last uint64
+		for d := range in {
+			rows = append(rows, store.RawMail{EventID: d.MessageId, DedupeKey: "raw:" + d.MessageId, Payload: d.Body})
+			last = d.DeliveryTag
+			if len(rows) == batch || len(in) == 0 {
+				break
+			}
+		}
+		require.NoError(b, sc.Store.InsertRawForBench(ctx, rows))
+		require.NoError(b, ch.Ack(last, true))
+		done += len(rows)
+	}
+	elapsed := time.Since(start)
+	require.NoError(b, ch.Close())
+	require.Equal(b, int64(benchEvents), sc.QueryInt(b, `SELECT count(*) FROM mail`))
+	return benchEvents / elapsed.Seconds()
+}
+
+// BenchmarkIngestTrivialRender is a diagnostic beside BenchmarkIngest: the
+// same runs with a renderer that does no work and returns a few bytes, to
+// separate what the consumer's transport (batching, pipeline, validation,
+// acks) costs from what rendering each mail and storing its content costs.
+func BenchmarkIngestTrivialRender(b *testing.B) {
+	var raw, ours float64
+	for range b.N {
+		raw += runBaseline(b, 1000, 250)
+		ours += runConsumerWith(b, 1000, 250, 0, trivialRenderer{})
+	}
+	raw, ours = raw/float64(b.N), ours/float64(b.N)
+	b.ReportMetric(raw, "baseline_events/s")
+	b.ReportMetric(ours, "consumer_events/s")
+	b.ReportMetric(ours/raw, "ratio")
+	b.ReportMetric(0, "ns/op")
+}
+
+type trivialRenderer struct{}
+
+func (trivialRenderer) Render(_, locale string, o templates.Order) (templates.Rendered, error) {
+	return templates.Rendered{Locale: locale, Subject: "s", Text: "t", HTML: "h", ToAddress: o.Email}, nil
+}
+
+func (trivialRenderer) Settings(string) (templates.Settings, error) { return templates.Settings{}, nil }
