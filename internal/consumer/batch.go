@@ -99,8 +99,7 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 			results[i] = res[0]
 			l.wake(res)
 		case mailtype.ClassOf(err) == mailtype.Permanent:
-			decisions[i] = deadLetter(decisions[i].EventType, decisions[i].EventID,
-				mailtype.NewError(mailtype.Permanent, mailtype.ReasonOf(err), err))
+			decisions[i] = deadLetter(decisions[i].EventType, decisions[i].EventID, asPermanent(err, mailtype.ReasonInvalidField))
 		default:
 			return nil, err
 		}
@@ -139,10 +138,16 @@ func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.In
 	}
 }
 
+// deadLetterAttempts is how often publishDead tries before it ends the
+// session: the reconnect declares the topology again, which repairs a
+// deleted dead-letter queue or binding (the usual cause of returns).
+const deadLetterAttempts = 3
+
 // publishDead publishes the dead deliveries to the dead-letter exchange
 // and waits for their confirms, retrying those not confirmed (nack,
-// timeout, unroutable) with backoff. A closed publish channel ends the
-// session instead.
+// timeout, unroutable) with backoff. A closed publish channel, or
+// deadLetterAttempts failures, end the session instead: the messages are
+// not acked, so they come back and are dead-lettered then.
 func (l *loop) publishDead(ctx context.Context, batch []received, decisions []Decision, dead []int) error {
 	pending := dead
 	for attempt := 1; ; attempt++ {
@@ -167,8 +172,8 @@ func (l *loop) publishDead(ctx context.Context, batch []received, decisions []De
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.Channel().IsClosed() {
-			return fmt.Errorf("dead-letter to %s: %w", l.c.cfg.DeadLetterExchange, lastErr)
+		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.Channel().IsClosed() || attempt == deadLetterAttempts {
+			return fmt.Errorf("dead-letter to %s (attempt %d): %w", l.c.cfg.DeadLetterExchange, attempt, lastErr)
 		}
 		l.c.log.Warn("dead-lettering failed; holding the messages and retrying", "error", lastErr, "attempt", attempt, "messages", len(failed))
 		pending = failed

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/consumer"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
 )
 
@@ -199,4 +201,51 @@ func TestGracefulStopFinishesAndAcksWhatIsInFlight(t *testing.T) {
 	r2.waitConsumed(t, n-recorded)
 	require.Equal(t, n-recorded, r2.consumed(t, "OrderConfirmed", "inserted"))
 	require.Equal(t, n, b.count(t, `SELECT count(*) FROM mail`))
+}
+
+// A value PostgreSQL refuses (jsonb cannot hold \u0000; here in a field the
+// consumer does not read) fails the whole batch: the consumer then records
+// the batch's events one by one and dead-letters only the refused one.
+func TestDatabaseRefusalDeadLettersOnlyTheRefusedEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	conn := brokertest.Dial(t)
+	defer conn.Close()
+	require.NoError(t, consumer.DeclareTopology(conn, b.cfg.WithDefaults()))
+	bad := withData(confirmedNow("951"), "note", "a\u0000b")
+	bodies := append(confirmations(t, 940, 5), body(t, bad))
+	bodies = append(bodies, confirmations(t, 960, 5)...)
+	b.publish(t, "order.confirmed", bodies...) // before the consumer starts: one batch
+	r := b.start(t)
+	r.waitConsumed(t, 11)
+	require.Equal(t, 10, r.consumed(t, "OrderConfirmed", "inserted"))
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "dead_lettered"))
+	require.Equal(t, 10, b.count(t, `SELECT count(*) FROM mail`))
+	dead := b.deadLetters(t)
+	require.Len(t, dead, 1)
+	require.Equal(t, "invalid_field", dead[0].Headers[mailtype.HeaderErrorReason])
+	require.Equal(t, bad["event_id"], dead[0].MessageId)
+}
+
+// A deleted dead-letter queue makes the publish of a poison message come
+// back unroutable: the message is held (not acked, not lost), the session
+// ends, and the reconnect declares the queue again.
+func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.start(t)
+	ch, err := b.conn.Channel()
+	require.NoError(t, err)
+	_, err = ch.QueueDelete(b.names.DeadLetterQueue, false, false, false)
+	require.NoError(t, err)
+	require.NoError(t, ch.Close())
+	b.publish(t, "order.confirmed", []byte(`not json`), body(t, confirmedNow("970")))
+	r.waitConsumed(t, 2)
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "inserted"))
+	require.Equal(t, 1, r.consumed(t, "other", "dead_lettered"))
+	require.Equal(t, int64(2), r.c.SessionsForTest(), "one reconnect repaired the topology")
+	dead := b.deadLetters(t)
+	require.Len(t, dead, 1)
+	require.Equal(t, []byte(`not json`), dead[0].Body)
+	require.Equal(t, true, dead[0].Headers[mailtype.HeaderRedelivered], "held, then redelivered once")
 }
