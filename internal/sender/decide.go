@@ -66,9 +66,9 @@ func decide(err error, r Receipt, a attempt) verdict {
 		return verdict{Outcome: OutcomeSent, Record: store.Outcome{
 			Status: mailtype.StatusSent, Provider: a.Provider, ProviderMessageID: r.ProviderMessageID}}
 	}
-	class, reason := mailtype.ClassOf(err), mailtype.ReasonOf(err)
+	class := mailtype.ClassOf(err)
 	rec := store.Outcome{
-		Provider: a.Provider, ErrorClass: class, ErrorReason: reason,
+		Provider: a.Provider, ErrorClass: class, ErrorReason: mailtype.ReasonOf(err),
 		Error: mailtype.Sanitize(err.Error()), IfCancelRequested: mailtype.StatusCancelled,
 	}
 	v := verdict{Outcome: string(class), Record: rec}
@@ -85,8 +85,8 @@ func decide(err error, r Receipt, a attempt) verdict {
 		v.Record.Status, v.Record.IfCancelRequested = mailtype.StatusUnknown, mailtype.StatusUnknown
 	case a.Token >= a.MaxAttempts:
 		v.Record.Status = mailtype.StatusFailed
+		// The message keeps the last error with its own reason.
 		v.Record.ErrorClass, v.Record.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
-		v.Record.Error = mailtype.Sanitize(string(reason) + ": " + err.Error())
 	default:
 		v.Record.Status = mailtype.StatusPending
 		v.Record.RetryAfter = max(backoff.Delay(a.Token, a.RetryBackoff, a.RetryBackoffMax), v.Throttle)

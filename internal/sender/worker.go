@@ -169,8 +169,13 @@ func (p *Pool) renew(ctx context.Context, j *job) bool {
 func (p *Pool) record(ctx context.Context, j *job, v verdict) {
 	provider := p.deps.Provider.Name()
 	margin := min(p.cfg.Lease/10, 5*time.Second)
+	deadline := time.Unix(0, j.leaseEnd.Load()).Add(-margin)
 	for try := 1; ; try++ {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
+		timeout := p.cfg.DBTimeout
+		if try > 1 {
+			timeout = min(timeout, time.Until(deadline))
+		}
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		fin, err := p.deps.Store.FinishAttempt(wctx, j.mail.Fence, v.Record)
 		cancel()
 		if err == nil {
@@ -182,9 +187,8 @@ func (p *Pool) record(ctx context.Context, j *job, v verdict) {
 			p.fenced(provider, j)
 			return
 		}
-		delay := backoff.Delay(try, 50*time.Millisecond, 2*time.Second)
-		deadline := time.Unix(0, j.leaseEnd.Load()).Add(-margin)
-		if ctx.Err() != nil || time.Now().Add(delay+p.cfg.DBTimeout).After(deadline) {
+		delay := backoff.Delay(try, 20*time.Millisecond, time.Second)
+		if ctx.Err() != nil || time.Now().Add(delay).After(deadline) {
 			p.metrics.Attempts.WithLabelValues(provider, v.Outcome).Inc()
 			p.log.Error("outcome not recorded; the row is left to its lease",
 				append(j.logAttrs(), "status", v.Record.Status, "tries", try, "error", err)...)

@@ -147,6 +147,8 @@ func New(t testing.TB, o Options) *Server {
 	}()
 	t.Cleanup(func() {
 		_ = s.srv.Close()
+		// Serve may not have registered the listener with the server yet.
+		_ = l.Close()
 		<-done
 	})
 	return s
@@ -166,6 +168,14 @@ func (s *Server) Inject(p Phase, faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults[p] = append(s.faults[p], faults...)
+}
+
+// Queued returns how many faults injected at p are not used yet: 0 means
+// a session reached p.
+func (s *Server) Queued(p Phase) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults[p])
 }
 
 func (s *Server) next(p Phase) (Fault, bool) {

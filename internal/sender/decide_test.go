@@ -1,0 +1,92 @@
+package sender
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+)
+
+func smtpAttempt(token int, policy mailtype.AmbiguousPolicy) attempt {
+	return attempt{Token: token, MaxAttempts: 3, Policy: policy, Provider: "smtp",
+		RetryBackoff: time.Second, RetryBackoffMax: time.Minute}
+}
+
+func resendAttempt(token int, age time.Duration) attempt {
+	return attempt{Token: token, MaxAttempts: 3, Policy: mailtype.PolicyUnknown, Provider: "resend",
+		Window: 24 * time.Hour, Age: age, RetryBackoff: time.Second, RetryBackoffMax: time.Minute}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	transient := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("451 later"))
+	permanent := mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, errors.New("550 no <b@example.com>"))
+	ambiguous := mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonTimeout, errors.New("no reply after DATA"))
+	throttled := &ThrottleError{After: 10 * time.Minute, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429"))}
+	for _, c := range []struct {
+		name     string
+		err      error
+		a        attempt
+		status   mailtype.Status
+		ifCancel mailtype.Status
+		outcome  string
+	}{
+		{"sent", nil, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusSent, "", OutcomeSent},
+		{"transient retries", transient, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
+		{"transient exhausted", transient, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusFailed, mailtype.StatusCancelled, OutcomeTransient},
+		{"unclassified is transient", errors.New("boom"), smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
+		{"permanent", permanent, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusFailed, mailtype.StatusCancelled, OutcomePermanent},
+		{"ambiguous retry policy", ambiguous, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeAmbiguous},
+		{"ambiguous retry exhausted", ambiguous, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"ambiguous unknown policy", ambiguous, smtpAttempt(1, mailtype.PolicyUnknown), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"resend ambiguous young", ambiguous, resendAttempt(1, time.Hour), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeAmbiguous},
+		{"resend ambiguous old", ambiguous, resendAttempt(1, 23*time.Hour+time.Minute), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"throttled", throttled, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			v := decide(c.err, Receipt{ProviderMessageID: "id-1"}, c.a)
+			require.Equal(t, c.status, v.Record.Status)
+			require.Equal(t, c.ifCancel, v.Record.IfCancelRequested)
+			require.Equal(t, c.outcome, v.Outcome)
+			require.Equal(t, c.a.Provider, v.Record.Provider)
+			require.NotContains(t, v.Record.Error, "b@example.com")
+		})
+	}
+}
+
+func TestDecideDelays(t *testing.T) {
+	t.Parallel()
+	transient := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("451"))
+	for token := 1; token <= 2; token++ {
+		v := decide(transient, Receipt{}, smtpAttempt(token, mailtype.PolicyRetry))
+		ceiling := time.Second << (token - 1)
+		require.GreaterOrEqual(t, v.Record.RetryAfter, ceiling/2)
+		require.LessOrEqual(t, v.Record.RetryAfter, ceiling)
+	}
+	throttled := &ThrottleError{After: 10 * time.Minute, Err: transient}
+	v := decide(throttled, Receipt{}, smtpAttempt(1, mailtype.PolicyRetry))
+	require.Equal(t, 10*time.Minute, v.Record.RetryAfter, "Retry-After wins over a shorter backoff")
+	require.Equal(t, 10*time.Minute, v.Throttle)
+
+	exhausted := decide(transient, Receipt{}, smtpAttempt(3, mailtype.PolicyRetry))
+	require.Equal(t, mailtype.ReasonAttemptsExceeded, exhausted.Record.ErrorReason)
+	require.Equal(t, "deferred (transient): 451", exhausted.Record.Error)
+}
+
+func TestReclaimVerdict(t *testing.T) {
+	t.Parallel()
+	_, skip := reclaimVerdict(smtpAttempt(2, mailtype.PolicyRetry))
+	require.False(t, skip, "retry policy resends")
+	_, skip = reclaimVerdict(resendAttempt(2, time.Hour))
+	require.False(t, skip, "a live idempotency key makes the resend safe")
+	v, skip := reclaimVerdict(smtpAttempt(2, mailtype.PolicyUnknown))
+	require.True(t, skip)
+	require.Equal(t, mailtype.StatusUnknown, v.Record.Status)
+	require.Equal(t, mailtype.ReasonLeaseExpired, v.Record.ErrorReason)
+	_, skip = reclaimVerdict(resendAttempt(2, 25*time.Hour))
+	require.True(t, skip)
+}

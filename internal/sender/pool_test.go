@@ -1,0 +1,354 @@
+package sender_test
+
+import (
+	"bytes"
+	"context"
+	"net/mail"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/sender/smtp"
+	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+)
+
+func TestDeferredTwiceThenDeliveredOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Data, smtptest.Reply(451, "try later"), smtptest.Reply(451, "try later"))
+	id := b.insert(t, "42")
+	_, m := b.start(t, testConfig(), sender.Deps{})
+
+	b.waitRow(t, id, mailtype.StatusSent, 3)
+	require.Equal(t, 1, b.srv.Count())
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 2, attempts(m, "smtp", sender.OutcomeTransient))
+	require.Equal(t, 1, attempts(m, "smtp", sender.OutcomeSent))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND provider = 'smtp'
+		AND sent_at IS NOT NULL AND last_error IS NULL AND locked_until IS NULL`, id))
+}
+
+func TestRejectedMailFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Rcpt, smtptest.Reply(550, "no such user b@example.com"))
+	id := b.insert(t, "42")
+	_, m := b.start(t, testConfig(), sender.Deps{})
+
+	b.waitRow(t, id, mailtype.StatusFailed, 1)
+	require.Equal(t, 0, b.srv.Count())
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailFailed))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE payload->'data'->>'error_reason' = 'rejected'
+		AND payload->'data'->>'error_class' = 'permanent' AND payload::text NOT LIKE '%b@example.com%'`))
+	require.Equal(t, 1, attempts(m, "smtp", sender.OutcomePermanent))
+}
+
+func TestGreeting421IsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Greeting, smtptest.Reply(421, "too busy"))
+	id := b.insert(t, "42")
+	b.start(t, testConfig(), sender.Deps{})
+
+	b.waitRow(t, id, mailtype.StatusSent, 2)
+	require.Equal(t, 1, b.srv.Count())
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+}
+
+func TestConnectionClosedAtRcptIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Rcpt, smtptest.Drop())
+	id := b.insert(t, "42")
+	b.start(t, testConfig(), sender.Deps{})
+
+	b.waitRow(t, id, mailtype.StatusSent, 2)
+	require.Equal(t, 1, b.srv.Count())
+}
+
+func TestDataTakenWithoutReply(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		policy    mailtype.AmbiguousPolicy
+		template  sender.TemplateSettings
+		status    mailtype.Status
+		attempts  int
+		delivered int
+		event     mailtype.EventType
+	}{
+		{"retry delivers again", mailtype.PolicyRetry, nil, mailtype.StatusSent, 2, 2, mailtype.EmailSent},
+		{"unknown stops", mailtype.PolicyUnknown, nil, mailtype.StatusUnknown, 1, 1, mailtype.EmailUnknown},
+		{"template overrides", mailtype.PolicyRetry, policyTemplates(mailtype.PolicyUnknown), mailtype.StatusUnknown, 1, 1, mailtype.EmailUnknown},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, smtptest.Options{})
+			b.srv.Inject(smtptest.Data, smtptest.Hang())
+			id := b.insert(t, "42")
+			cfg := testConfig()
+			cfg.SendTimeout = 300 * time.Millisecond
+			cfg.AmbiguousPolicy = c.policy
+			_, m := b.start(t, cfg, sender.Deps{Templates: c.template})
+
+			b.waitRow(t, id, c.status, c.attempts)
+			require.Equal(t, c.delivered, b.srv.Count())
+			require.EqualValues(t, 1, b.events(t, c.event))
+			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+			require.Equal(t, 1, attempts(m, "smtp", sender.OutcomeAmbiguous))
+			msgs := b.srv.Messages()
+			require.Len(t, msgs, c.delivered)
+			for _, msg := range msgs[1:] {
+				require.Equal(t, msgs[0].Data, msg.Data, "every attempt sends identical bytes")
+			}
+			parsed, err := mail.ReadMessage(bytes.NewReader(msgs[0].Data))
+			require.NoError(t, err)
+			require.Equal(t, mailtype.MessageID(key("42"), "example.com"), parsed.Header.Get("Message-ID"))
+		})
+	}
+}
+
+func TestFailedTransactionThenGoodOneOnTheSameWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Data, smtptest.Reply(554, "rejected"))
+	first := b.insert(t, "1")
+	second := b.insert(t, "2")
+	cfg := testConfig()
+	cfg.Workers = 1
+	b.start(t, cfg, sender.Deps{})
+
+	b.waitRow(t, first, mailtype.StatusFailed, 1)
+	b.waitRow(t, second, mailtype.StatusSent, 1)
+	msgs := b.srv.Messages()
+	require.Len(t, msgs, 1)
+	require.Contains(t, string(msgs[0].Data), mailtype.MessageID(key("2"), "example.com"))
+}
+
+func TestStartTLSRequiredAgainstPlainServerNeverSendsPlaintext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	cfg := testConfig()
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Hour, time.Hour
+	_, m := b.start(t, cfg, sender.Deps{Provider: b.smtpProvider(t, smtp.TLSStartTLS)})
+
+	b.waitRow(t, id, mailtype.StatusPending, 1)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND last_error LIKE 'tls: %'
+		AND send_after > now() + interval '20 minutes'`, id))
+	require.Equal(t, 0, b.srv.MailCommands())
+	require.Equal(t, 0, b.srv.Count())
+	require.Equal(t, 1, attempts(m, "smtp", sender.OutcomeTransient))
+}
+
+func TestStartTLSDelivers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{STARTTLS: true})
+	id := b.insert(t, "42")
+	b.start(t, testConfig(), sender.Deps{Provider: b.smtpProvider(t, smtp.TLSStartTLS)})
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	require.True(t, b.srv.Messages()[0].TLS)
+}
+
+func TestCancelDuringFailingSendEndsCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Rcpt, smtptest.Hang())
+	id := b.insert(t, "42")
+	cfg := testConfig()
+	cfg.SendTimeout = 700 * time.Millisecond
+	b.start(t, cfg, sender.Deps{})
+
+	require.Eventually(t, func() bool { return b.srv.MailCommands() == 1 }, 5*time.Second, 5*time.Millisecond)
+	b.sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, id)
+
+	b.waitRow(t, id, mailtype.StatusCancelled, 1)
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailCancelled))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 0, b.srv.Count())
+	require.Equal(t, 1, b.srv.MailCommands(), "not retried")
+}
+
+func TestWorkerStoppedMidSendIsReclaimed(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	b.srv.Inject(smtptest.Rcpt, smtptest.Hang())
+	id := b.insert(t, "42")
+	cfg := testConfig()
+	cfg.Lease = time.Second
+	cfg.SendTimeout = 900 * time.Millisecond
+	first, err := sender.New(cfg, sender.Deps{Store: b.sc.Store, Provider: b.smtpProvider(t, smtp.TLSNone)})
+	require.NoError(t, err)
+	require.NoError(t, first.Start(context.Background()))
+	require.Eventually(t, func() bool { return b.srv.Queued(smtptest.Rcpt) == 0 }, 5*time.Second, 5*time.Millisecond)
+
+	// A hard stop: the send is cut, nothing is recorded, the row stays
+	// sending until its lease expires.
+	cut, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, first.Stop(cut), context.Canceled)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending' AND attempts = 1`, id))
+
+	_, m := b.start(t, testConfig(), sender.Deps{})
+	b.waitRow(t, id, mailtype.StatusSent, 2)
+	require.Equal(t, 1, b.srv.Count())
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+	require.Equal(t, 1, int(value(m.LeaseReclaims)))
+	require.NoError(t, first.Stop(context.Background()), "Stop is idempotent")
+}
+
+func TestLateWriteOfAPartitionedWorkerIsFenced(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	stalled := newStallProvider()
+	cfg := testConfig()
+	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 600*time.Millisecond, 500*time.Millisecond
+	// The first worker cannot reach the database to renew its lease and
+	// its provider call outlives the lease.
+	_, mA := b.start(t, cfg, sender.Deps{Store: &flakyStore{Store: b.sc.Store, renewFails: true}, Provider: stalled})
+	require.Equal(t, key("42"), <-stalled.started)
+
+	_, mB := b.start(t, testConfig(), sender.Deps{})
+	b.waitRow(t, id, mailtype.StatusSent, 2)
+	close(stalled.release)
+
+	require.Eventually(t, func() bool { return value(mA.FencingRejections) == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Equal(t, 1, attempts(mA, "smtp", sender.OutcomeFenced))
+	require.Equal(t, 0, attempts(mA, "smtp", sender.OutcomeSent))
+	require.Equal(t, 1, int(value(mB.LeaseReclaims)))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND attempts = 2
+		AND provider_message_id <> 'stalled-ok'`, id))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 1, b.srv.Count())
+}
+
+func TestHeartbeatKeepsASlowWorkerOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	stalled := newStallProvider()
+	cfg := testConfig()
+	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 600*time.Millisecond, 500*time.Millisecond
+	_, mA := b.start(t, cfg, sender.Deps{Provider: stalled})
+	<-stalled.started
+	_, mB := b.start(t, testConfig(), sender.Deps{})
+
+	// The heartbeat pushes the lease forward until it has outlived three
+	// of the original leases; all along the other pool polls and never
+	// takes the row over.
+	leaseEnd := func() int64 {
+		return b.count(t, `SELECT (extract(epoch FROM locked_until) * 1000)::bigint FROM mail WHERE id = $1`, id)
+	}
+	first := leaseEnd()
+	require.Eventually(t, func() bool { return leaseEnd() > first+1200 }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, 0, int(value(mB.LeaseReclaims)))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending' AND attempts = 1`, id))
+	close(stalled.release)
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	require.Equal(t, 1, attempts(mA, "smtp", sender.OutcomeSent))
+	require.Equal(t, 0, b.srv.Count())
+}
+
+func TestSentSurvivesPassingDatabaseErrors(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	fs := &flakyStore{Store: b.sc.Store}
+	fs.finishFailures.Store(3)
+	b.start(t, testConfig(), sender.Deps{Store: fs})
+
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	require.Equal(t, 1, b.srv.Count())
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+}
+
+func TestReclaimUnderUnknownPolicyIsNotResent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, first_attempt_at = now(),
+		locked_until = now() - interval '1 second' WHERE id = $1`, id)
+	cfg := testConfig()
+	cfg.AmbiguousPolicy = mailtype.PolicyUnknown
+	b.start(t, cfg, sender.Deps{})
+
+	b.waitRow(t, id, mailtype.StatusUnknown, 2)
+	require.Equal(t, 0, b.srv.MailCommands())
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailUnknown'
+		AND payload->'data'->>'error_reason' = 'lease_expired'`))
+}
+
+func TestWakeClaimsWithoutWaitingForThePoll(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	cfg := testConfig()
+	cfg.PollInterval = time.Hour
+	p, _ := b.start(t, cfg, sender.Deps{})
+	// Let the first claim find nothing, so the pool waits for the poll.
+	require.Eventually(t, func() bool { return b.count(t, `SELECT count(*) FROM mail`) == 0 }, time.Second, 10*time.Millisecond)
+	id := b.insert(t, "42")
+	start := time.Now()
+	p.Wake()
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	require.Less(t, time.Since(start), 10*time.Second)
+}
+
+func TestRateLimitSpacesProviderCalls(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	for i := range 5 {
+		b.insert(t, string(rune('a'+i)))
+	}
+	cfg := testConfig()
+	cfg.RateLimit, cfg.BatchSize, cfg.Workers = 10, 1, 4
+	start := time.Now()
+	b.start(t, cfg, sender.Deps{})
+	require.Eventually(t, func() bool { return b.srv.Count() == 5 }, 10*time.Second, 5*time.Millisecond)
+	// A burst of one, then one token every 100 ms.
+	require.GreaterOrEqual(t, time.Since(start), 350*time.Millisecond)
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`) == 5
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func TestManyMailsEachSentOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	require.NoError(t, b.sc.Store.SeedForTest(context.Background(), "bulk-", mailtype.StatusPending, 300))
+	cfg := testConfig()
+	cfg.Workers = 4
+	b.start(t, cfg, sender.Deps{})
+	b.start(t, cfg, sender.Deps{})
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`) == 300
+	}, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 300, b.srv.Count())
+	require.EqualValues(t, 300, b.events(t, mailtype.EmailSent))
+}
+
+func TestStopWithoutStartAndStartTwice(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	p, err := sender.New(testConfig(), sender.Deps{Store: b.sc.Store, Provider: b.smtpProvider(t, smtp.TLSNone)})
+	require.NoError(t, err)
+	require.NoError(t, p.Stop(context.Background()))
+	require.NoError(t, p.Stop(context.Background()))
+	require.Error(t, p.Start(context.Background()))
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.Lease = cfg.SendTimeout
+	cfg.AmbiguousPolicy = "maybe"
+	cfg.From = ""
+	_, err := sender.New(cfg, sender.Deps{})
+	require.ErrorContains(t, err, "sender.lease")
+	require.ErrorContains(t, err, "sender.ambiguous_policy")
+	require.ErrorContains(t, err, "mail.from")
+}
