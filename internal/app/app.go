@@ -17,6 +17,9 @@ import (
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
+	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/sender/resend"
+	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
@@ -103,7 +106,27 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, named{"relay", rel})
 	w.wakeRelay = rel.Wake
-	// sender (issue 4): append it here and set w.wakeSender.
+	// sender (issue 4): workers sending through sender.provider, and the janitor.
+	var prov sender.Provider
+	if w.cfg.Sender.Provider == "resend" {
+		prov, err = resend.New(resend.ConfigFrom(w.cfg))
+	} else {
+		prov, err = smtp.New(smtp.ConfigFrom(w.cfg))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build sender provider: %w", err)
+	}
+	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
+		Metrics: sender.NewMetrics(w.reg), Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
+	if err != nil {
+		return nil, fmt.Errorf("build sender: %w", err)
+	}
+	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), w.store, w.log, func() { w.wakeRelay() })
+	if err != nil {
+		return nil, fmt.Errorf("build janitor: %w", err)
+	}
+	parts = append(parts, named{"sender", pool}, named{"janitor", jan})
+	w.wakeSender = pool.Wake
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
 	cons, err := consumer.New(consumer.FromConfig(w.cfg), consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
