@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -86,6 +87,11 @@ type Message struct {
 	Data []byte
 	// TLS reports whether the session was encrypted.
 	TLS bool
+	// At is when the server took the message.
+	At time.Time
+	// ReplyLost is "drop" or "hang" when the server took the message and
+	// then lost its reply (the ambiguous outcome), else "".
+	ReplyLost string
 }
 
 // Server is a running fault-injecting SMTP server. Safe for concurrent use.
@@ -333,12 +339,18 @@ func (se *session) Data(r io.Reader) error {
 	}
 	_, isTLS := se.c.TLSConnectionState()
 	m := Message{From: se.from, To: append([]string(nil), se.to...), Data: buf.Bytes(), TLS: isTLS}
+	m.At = time.Now()
 	f, ok := se.s.next(Data)
 	if !ok {
 		se.s.take(m)
 		return nil
 	}
-	if f.kind != kindReply {
+	switch f.kind {
+	case kindDrop:
+		m.ReplyLost = "drop"
+		se.s.take(m)
+	case kindHang:
+		m.ReplyLost = "hang"
 		se.s.take(m)
 	}
 	return se.apply(f)
