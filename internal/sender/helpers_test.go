@@ -125,23 +125,32 @@ func value(c prometheus.Counter) float64 {
 type flakyStore struct {
 	sender.Store
 	finishFailures atomic.Int32
-	renewFails     bool
+	// partitioned fails claims and renewals (the writes of outcomes still
+	// go through: the partition heals before them).
+	partitioned atomic.Bool
+}
+
+func (f *flakyStore) ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error) {
+	if f.partitioned.Load() {
+		return nil, errInjected
+	}
+	return f.Store.ClaimMails(ctx, p)
 }
 
 var errInjected = mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, errors.New("injected database error"))
 
-func (f *flakyStore) FinishAttempt(ctx context.Context, fence store.Fence, o store.Outcome) (store.Finished, error) {
+func (f *flakyStore) FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error) {
 	if f.finishFailures.Add(-1) >= 0 {
-		return store.Finished{}, errInjected
+		return nil, errInjected
 	}
-	return f.Store.FinishAttempt(ctx, fence, o)
+	return f.Store.FinishAttempts(ctx, as)
 }
 
-func (f *flakyStore) RenewLease(ctx context.Context, fence store.Fence, lease time.Duration) error {
-	if f.renewFails {
-		return errInjected
+func (f *flakyStore) RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error) {
+	if f.partitioned.Load() {
+		return nil, errInjected
 	}
-	return f.Store.RenewLease(ctx, fence, lease)
+	return f.Store.RenewLeases(ctx, fs, lease)
 }
 
 // stallProvider's sessions report each mail on started, then wait for

@@ -21,8 +21,8 @@ import (
 // it. Every method is one short statement or transaction.
 type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
-	RenewLease(ctx context.Context, f store.Fence, lease time.Duration) error
-	FinishAttempt(ctx context.Context, f store.Fence, o store.Outcome) (store.Finished, error)
+	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
+	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
 }
 
 // TemplateSettings gives per-template settings; *templates.Registry
@@ -48,8 +48,14 @@ type Deps struct {
 	OnOutboxWritten func()
 }
 
-// Pool is the sender pool: workers that claim due mails, send them and
-// record the outcomes. Start, Stop and Wake are safe for concurrent use.
+// Pool is the sender pool. A dispatcher claims due rows in batches, never
+// more than the pool can start soon (at most Workers + 2*BatchSize rows
+// queued or being sent), and queues them for the workers; each worker sends on its own
+// provider session; a recorder writes the outcomes of many sends in one
+// transaction (group commit), each fenced by its row's token; a heartbeat
+// renews the lease of every row the pool owns, so a queued or slow row is
+// not overtaken while this process is alive. Start, Stop and Wake are safe
+// for concurrent use.
 type Pool struct {
 	cfg     Config
 	deps    Deps
@@ -58,18 +64,29 @@ type Pool struct {
 	limiter *rate.Limiter // nil: no rate limit
 
 	wake chan struct{}
-	// idle holds one token per idle worker; the dispatcher claims only as
-	// many rows as it holds tokens, so a claimed row never waits.
-	idle chan struct{}
-	jobs chan *job
+	// queue holds claimed rows for the workers; outcomes holds verdicts for
+	// the recorder. Both have room for every row the pool may own, so no
+	// send on them blocks.
+	queue    chan *job
+	outcomes chan result
 	// holdUntil (unix nanoseconds) is when a provider's throttle ends.
 	holdUntil atomic.Int64
 
-	mu          sync.Mutex
-	state       int // 0 new, 1 running, 2 stopped
-	softCancel  context.CancelFunc
-	hardCancel  context.CancelFunc
-	workersDone chan struct{}
+	ownedMu sync.Mutex
+	owned   map[store.Fence]*job
+	// unsent counts the owned rows queued or being sent; maxUnsent bounds
+	// it, maxOwned bounds all owned rows (the rest await their write).
+	unsent    int
+	maxUnsent int
+	maxOwned  int
+	freed     chan struct{} // a row was sent or stopped being owned
+
+	mu         sync.Mutex
+	state      int // 0 new, 1 running, 2 stopped
+	softCancel context.CancelFunc
+	hardCancel context.CancelFunc
+	recorded   chan struct{} // closed when every outcome was written
+	done       chan struct{} // closed when every goroutine returned
 }
 
 // New returns a Pool that has not started. It returns an error naming the
@@ -83,8 +100,12 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if deps.Store == nil || deps.Provider == nil {
 		return nil, errors.New("sender: a store and a provider are required")
 	}
+	maxUnsent := cfg.Workers + 2*cfg.BatchSize
+	maxOwned := maxUnsent + 2*maxRecordBatch
 	p := &Pool{cfg: cfg, deps: deps, log: deps.Log, metrics: deps.Metrics,
-		wake: make(chan struct{}, 1), idle: make(chan struct{}, cfg.Workers), jobs: make(chan *job)}
+		wake: make(chan struct{}, 1), queue: make(chan *job, maxUnsent), outcomes: make(chan result, maxOwned),
+		owned: make(map[store.Fence]*job, maxOwned), maxUnsent: maxUnsent, maxOwned: maxOwned,
+		freed: make(chan struct{}, 1)}
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -98,10 +119,11 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	return p, nil
 }
 
-// Start runs the workers and the dispatcher in the background and returns.
-// The background work outlives ctx (only Stop ends it), so that a cancelled
-// serve context does not cut sends short before Stop lets them finish. It
-// returns an error when the pool was started or stopped before.
+// Start runs the dispatcher, the workers, the recorder and the heartbeat in
+// the background and returns. The background work outlives ctx (only Stop
+// ends it), so that a cancelled serve context does not cut sends short
+// before Stop lets them finish. It returns an error when the pool was
+// started or stopped before.
 func (p *Pool) Start(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -113,27 +135,35 @@ func (p *Pool) Start(ctx context.Context) error {
 	soft, softCancel := context.WithCancel(base)
 	hard, hardCancel := context.WithCancel(base)
 	p.softCancel, p.hardCancel = softCancel, hardCancel
-	p.workersDone = make(chan struct{})
-	var wg sync.WaitGroup
+	p.recorded, p.done = make(chan struct{}), make(chan struct{})
+	var workers, all sync.WaitGroup
 	for range p.cfg.Workers {
-		p.idle <- struct{}{}
-		wg.Go(func() { p.runWorker(hard) })
+		workers.Go(func() { p.runWorker(hard) })
 	}
+	all.Go(func() {
+		workers.Wait()
+		close(p.outcomes)
+	})
+	all.Go(func() {
+		p.recordLoop(hard)
+		close(p.recorded)
+	})
+	all.Go(p.heartbeatLoop)
+	all.Go(func() { p.dispatch(soft) })
 	go func() {
-		wg.Wait()
-		close(p.workersDone)
+		all.Wait()
+		close(p.done)
 	}()
-	go p.dispatch(soft)
 	p.log.Info("sender started", "workers", p.cfg.Workers, "batch_size", p.cfg.BatchSize)
 	return nil
 }
 
-// Stop stops claiming, lets in-flight sends finish within
-// Config.ShutdownTimeout (or until ctx ends), then cancels the rest and
-// waits for the workers to return. A send cancelled this way records
-// nothing: its row stays `sending` until the lease expires and another
-// worker reclaims it. Stop is idempotent and safe to call without Start;
-// it returns ctx.Err() when ctx ended before the workers returned.
+// Stop stops claiming, lets the rows already claimed be sent and recorded
+// within Config.ShutdownTimeout (or until ctx ends), then cancels the rest
+// and waits for the goroutines to return. A send cancelled this way, or a
+// claimed row not yet sent, records nothing: its row stays `sending` until
+// the lease expires and a worker reclaims it. Stop is idempotent and safe
+// to call without Start; it returns ctx.Err() when ctx ended first.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	state := p.state
@@ -146,17 +176,15 @@ func (p *Pool) Stop(ctx context.Context) error {
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
 	select {
-	case <-p.workersDone:
-		p.hardCancel()
-		p.log.Info("sender stopped")
-		return nil
+	case <-p.recorded:
 	case <-grace.C:
+		p.log.Warn("sender: shutdown timeout; in-flight sends are cancelled and left to their lease")
 	case <-ctx.Done():
 	}
 	p.hardCancel()
 	select {
-	case <-p.workersDone:
-		p.log.Warn("sender stopped; in-flight sends were cancelled and are left to their lease")
+	case <-p.done:
+		p.log.Info("sender stopped")
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stop sender: %w", ctx.Err())
@@ -183,15 +211,15 @@ func (p *Pool) hold(d time.Duration) {
 	}
 }
 
-// dispatch claims rows for idle workers until ctx ends, then closes jobs.
+// dispatch claims rows until ctx ends, then closes the queue.
 func (p *Pool) dispatch(ctx context.Context) {
-	defer close(p.jobs)
+	defer close(p.queue)
 	failures := 0
 	for ctx.Err() == nil {
 		if !p.waitHold(ctx) {
 			return
 		}
-		n := p.acquireIdle(ctx)
+		n := p.room(ctx)
 		if n == 0 {
 			return
 		}
@@ -199,9 +227,10 @@ func (p *Pool) dispatch(ctx context.Context) {
 			return
 		}
 		claimed, leaseEnd, err := p.claim(ctx, n)
-		p.releaseIdle(n - len(claimed))
 		for i := range claimed {
-			p.jobs <- newJob(claimed[i], leaseEnd)
+			j := newJob(claimed[i], leaseEnd)
+			p.own(j)
+			p.queue <- j
 		}
 		switch {
 		case err != nil:
@@ -217,6 +246,58 @@ func (p *Pool) dispatch(ctx context.Context) {
 	}
 }
 
+// room waits until a whole batch fits under maxUnsent and maxOwned and
+// returns the batch size, or 0 when ctx ended. Claiming whole batches keeps
+// one claim statement per BatchSize rows under load; maxUnsent keeps the
+// queue short, so a claimed row is sent soon. Rows whose outcome waits for
+// the recorder do not hold the dispatcher back (up to maxOwned): a slow
+// commit grows the next write's batch instead of idling the workers.
+func (p *Pool) room(ctx context.Context) int {
+	for {
+		p.ownedMu.Lock()
+		free := min(p.maxUnsent-p.unsent, p.maxOwned-len(p.owned))
+		p.ownedMu.Unlock()
+		if free >= p.cfg.BatchSize {
+			return p.cfg.BatchSize
+		}
+		select {
+		case <-p.freed:
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+func (p *Pool) own(j *job) {
+	p.ownedMu.Lock()
+	p.owned[j.mail.Fence] = j
+	p.unsent++
+	p.ownedMu.Unlock()
+}
+
+// sent records that a worker is done with j's send (or skipped it).
+func (p *Pool) sent() {
+	p.ownedMu.Lock()
+	p.unsent--
+	p.ownedMu.Unlock()
+	p.signalFreed()
+}
+
+func (p *Pool) signalFreed() {
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
+
+// disown forgets j (its outcome was written, or is left to the lease).
+func (p *Pool) disown(j *job) {
+	p.ownedMu.Lock()
+	delete(p.owned, j.mail.Fence)
+	p.ownedMu.Unlock()
+	p.signalFreed()
+}
+
 // claim runs one claim of up to n rows. A claim that started is not cut
 // short by ctx (its rows would be left to the lease); the database timeout
 // bounds it. leaseEnd is the lease end on the local clock, conservatively
@@ -230,48 +311,20 @@ func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time
 	return claimed, leaseEnd, err
 }
 
-// acquireIdle waits for one idle worker and takes up to BatchSize, without
-// waiting for more. It returns 0 when ctx ended.
-func (p *Pool) acquireIdle(ctx context.Context) int {
-	select {
-	case <-p.idle:
-	case <-ctx.Done():
-		return 0
-	}
-	n := 1
-	for n < p.cfg.BatchSize {
-		select {
-		case <-p.idle:
-			n++
-		default:
-			return n
-		}
-	}
-	return n
-}
-
-func (p *Pool) releaseIdle(n int) {
-	for range n {
-		p.idle <- struct{}{}
-	}
-}
-
 // takeTokens waits for one rate-limit token and takes up to n-1 more that
-// are available now, releasing the idle workers it cannot use. It returns
-// how many rows may be claimed, 0 when ctx ended.
+// are available now. It returns how many rows may be claimed, 0 when ctx
+// ended.
 func (p *Pool) takeTokens(ctx context.Context, n int) int {
 	if p.limiter == nil {
 		return n
 	}
 	if err := p.limiter.Wait(ctx); err != nil {
-		p.releaseIdle(n)
 		return 0
 	}
 	got := 1
 	if extra := min(n-1, int(p.limiter.Tokens())); extra > 0 && p.limiter.AllowN(time.Now(), extra) {
 		got += extra
 	}
-	p.releaseIdle(n - got)
 	return got
 }
 

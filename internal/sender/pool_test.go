@@ -208,10 +208,13 @@ func TestLateWriteOfAPartitionedWorkerIsFenced(t *testing.T) {
 	stalled := newStallProvider()
 	cfg := testConfig()
 	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 600*time.Millisecond, 500*time.Millisecond
-	// The first worker cannot reach the database to renew its lease and
-	// its provider call outlives the lease.
-	_, mA := b.start(t, cfg, sender.Deps{Store: &flakyStore{Store: b.sc.Store, renewFails: true}, Provider: stalled})
+	// The first pool claims the row, then loses the database (it can
+	// neither renew the lease nor claim), and its provider call outlives
+	// the lease.
+	fs := &flakyStore{Store: b.sc.Store}
+	_, mA := b.start(t, cfg, sender.Deps{Store: fs, Provider: stalled})
 	require.Equal(t, key("42"), <-stalled.started)
+	fs.partitioned.Store(true)
 
 	_, mB := b.start(t, testConfig(), sender.Deps{})
 	b.waitRow(t, id, mailtype.StatusSent, 2)

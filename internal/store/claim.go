@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ErrLeaseLost is returned by every write to a claimed row when the row is
@@ -73,7 +75,11 @@ type ClaimedMail struct {
 // outer row and take more). Expired leases go first and the due rows fill
 // the rest of the batch. Each CTE is an ordered scan of its own partial
 // index (mail_sending_lease_idx, mail_pending_due_idx), which holds only
-// rows with work left, so the cost does not grow with finished rows.
+// rows with work left, so the cost does not grow with finished rows. The
+// UPDATE finds the taken rows with `id = ANY(ARRAY(...))`, an index
+// condition on the primary key: a join with the CTEs was planned as a hash
+// join over a sequential scan of the whole table (the LIMIT expression
+// defeats the row estimate), which is the cost this design must not pay.
 // Rows with cancel_requested are never taken: a cancelled mail is not
 // retried.
 const claimSQL = `
@@ -90,10 +96,6 @@ WITH expired AS MATERIALIZED (
     ORDER BY send_after, id
     LIMIT $1 - (SELECT count(*) FROM expired)
     FOR UPDATE SKIP LOCKED
-), picked AS (
-    SELECT id, true AS reclaimed FROM expired
-    UNION ALL
-    SELECT id, false FROM due
 )
 UPDATE mail m SET
     status = 'sending',
@@ -102,10 +104,9 @@ UPDATE mail m SET
     locked_by = $3,
     first_attempt_at = COALESCE(m.first_attempt_at, now()),
     updated_at = now()
-FROM picked p
-WHERE m.id = p.id
-RETURNING m.id, m.attempts, p.reclaimed, COALESCE(m.event_id::text, ''), m.dedupe_key,
-    m.order_id, m.template, m.locale, m.to_email,
+WHERE m.id = ANY (ARRAY(SELECT id FROM expired UNION ALL SELECT id FROM due))
+RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE(m.event_id::text, ''),
+    m.dedupe_key, m.order_id, m.template, m.locale, m.to_email,
     COALESCE(m.payload->>'customer_name', m.payload#>>'{data,customer_name}', ''),
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_attempt_at,
     m.locked_until`
@@ -158,4 +159,36 @@ func (s *Store) RenewLease(ctx context.Context, f Fence, lease time.Duration) er
 		return ErrLeaseLost
 	}
 	return nil
+}
+
+// renewManySQL: `m.id = ANY($1)` makes the rows an index scan of the
+// primary key whatever the join's estimate.
+const renewManySQL = `
+UPDATE mail m SET locked_until = now() + $3::interval, updated_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS f(id, token)
+WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status = 'sending' AND m.attempts = f.token
+RETURNING m.id, m.attempts`
+
+// RenewLeases extends the leases of many claimed rows in one statement
+// (now() + lease, database clock) and returns the fences it renewed; a
+// fence missing from the result no longer holds (the lease was lost).
+func (s *Store) RenewLeases(ctx context.Context, fs []Fence, lease time.Duration) ([]Fence, error) {
+	ids := make([]int64, len(fs))
+	tokens := make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], tokens[i] = f.ID, int32(f.Token)
+	}
+	rows, err := s.pool.Query(ctx, renewManySQL, ids, tokens, lease)
+	if err != nil {
+		return nil, fmt.Errorf("renew %d leases: %w", len(fs), interpretError(err))
+	}
+	renewed, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Fence, error) {
+		var f Fence
+		err := r.Scan(&f.ID, &f.Token)
+		return f, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("renew %d leases: %w", len(fs), interpretError(err))
+	}
+	return renewed, nil
 }

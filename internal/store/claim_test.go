@@ -277,6 +277,53 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	require.Contains(t, plan, "Index Scan using mail_pending_due_idx on mail", plan)
 	require.True(t, strings.Contains(plan, "Index Scan using mail_sending_lease_idx") ||
 		strings.Contains(plan, "Index Cond: (status = 'sending'::text)"), plan)
+	// The taken rows are updated through the primary key, never a join
+	// that reads the whole table.
+	require.Contains(t, plan, "Index Scan using mail_pkey on mail m", plan)
 	require.NotContains(t, plan, "Seq Scan", plan)
+	require.NotContains(t, plan, "Hash", plan)
 	require.NotContains(t, plan, "Bitmap", plan)
+}
+
+func TestFinishAttemptsWritesEachRowByItsOwnFence(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	insertMails(t, sc.Store, 3, "o")
+	got, err := sc.Store.ClaimMails(ctx, claimParams(3))
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	stale := got[2].Fence
+	stale.Token++
+
+	res, err := sc.Store.FinishAttempts(ctx, []store.Attempt{
+		{Fence: got[0].Fence, Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp"}},
+		{Fence: got[1].Fence, Outcome: store.Outcome{Status: mailtype.StatusPending, RetryAfter: time.Minute,
+			ErrorClass: mailtype.Transient, ErrorReason: mailtype.ReasonDeferred}},
+		{Fence: stale, Outcome: store.Outcome{Status: mailtype.StatusFailed}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []store.AttemptResult{
+		{Finished: store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}},
+		{Finished: store.Finished{Status: mailtype.StatusPending}},
+		{Err: store.ErrLeaseLost},
+	}, res)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sending'`))
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent'`))
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+}
+
+func TestRenewLeasesReturnsOnlyHeldRows(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	insertMails(t, sc.Store, 2, "o")
+	got, err := sc.Store.ClaimMails(ctx, claimParams(2))
+	require.NoError(t, err)
+	stale := got[1].Fence
+	stale.Token--
+	renewed, err := sc.Store.RenewLeases(ctx, []store.Fence{got[0].Fence, stale}, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []store.Fence{got[0].Fence}, renewed)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE locked_until > now() + interval '59 minutes'`))
 }

@@ -2,11 +2,11 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -46,25 +46,29 @@ type Finished struct {
 	Event mailtype.EventType
 }
 
-// finishSQL is the fenced write of an attempt's outcome. $3 is the status
-// when cancel_requested is set, $4 otherwise; the CASE is evaluated on the
-// row version the UPDATE locks, so a cancel committed during the send is
-// seen.
-const finishSQL = `
-UPDATE mail SET
-    status = CASE WHEN cancel_requested THEN $3 ELSE $4 END,
-    send_after = CASE WHEN (CASE WHEN cancel_requested THEN $3 ELSE $4 END) = 'pending'
-        THEN now() + $5::interval ELSE send_after END,
-    sent_at = CASE WHEN (CASE WHEN cancel_requested THEN $3 ELSE $4 END) = 'sent'
-        THEN now() ELSE sent_at END,
+// finishManySQL is the fenced write of many outcomes in one statement: row
+// i of the arrays is the outcome of the attempt fenced by ($1[i], $2[i]); $3 is the
+// status when cancel_requested is set, $4 otherwise, $5 the retry delay in
+// milliseconds. The CASE is evaluated on the row version the UPDATE locks,
+// so a cancel committed during the send is seen. `m.id = ANY($1)` keeps it
+// an index scan of the primary key.
+const finishManySQL = `
+UPDATE mail m SET
+    status = CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END,
+    send_after = CASE WHEN (CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END) = 'pending'
+        THEN now() + o.retry_ms * interval '1 millisecond' ELSE m.send_after END,
+    sent_at = CASE WHEN (CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END) = 'sent'
+        THEN now() ELSE m.sent_at END,
     locked_until = NULL,
     locked_by = NULL,
-    provider = NULLIF($6, ''),
-    provider_message_id = COALESCE(NULLIF($7, ''), provider_message_id),
-    last_error = NULLIF($8, ''),
+    provider = NULLIF(o.provider, ''),
+    provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
+    last_error = NULLIF(o.last_error, ''),
     updated_at = now()
-WHERE id = $1 AND status = 'sending' AND attempts = $2
-RETURNING status, dedupe_key, order_id, template, COALESCE(event_id::text, '')`
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[])
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error)
+WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.status = 'sending' AND m.attempts = o.token
+RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, '')`
 
 // FinishAttempt records the outcome of the attempt fenced by f, in one short
 // transaction: the row's new status and, for a terminal status, its
@@ -73,40 +77,185 @@ RETURNING status, dedupe_key, order_id, template, COALESCE(event_id::text, '')`
 // no longer `sending` with f's token. Database errors are classified
 // (transient, ReasonDatabase); nothing is committed then.
 func (s *Store) FinishAttempt(ctx context.Context, f Fence, o Outcome) (Finished, error) {
-	ifCancel := o.IfCancelRequested
-	if ifCancel == "" {
-		ifCancel = o.Status
+	res, err := s.FinishAttempts(ctx, []Attempt{{Fence: f, Outcome: o}})
+	if err != nil {
+		return Finished{}, err
 	}
-	var fin Finished
+	return res[0].Finished, res[0].Err
+}
+
+// Attempt is one attempt's outcome to record with FinishAttempts.
+type Attempt struct {
+	Fence
+	Outcome Outcome
+}
+
+// AttemptResult is what FinishAttempts did with one Attempt: Err is nil or
+// ErrLeaseLost (nothing written for that row).
+type AttemptResult struct {
+	Finished
+	Err error
+}
+
+// FinishAttempts records many outcomes in one transaction (one commit, one
+// WAL flush), each row's write fenced by its own token exactly as
+// FinishAttempt: a row whose fence no longer holds gets ErrLeaseLost in its
+// result and is left untouched, the others are written with their feedback
+// events. Two statements do it whatever the batch size: the fenced update
+// of every row and the insert of every outbox row. An error return means
+// nothing was committed; the caller may retry the whole call.
+func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
+	res := make([]AttemptResult, len(as))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var fb Feedback
-		err := tx.QueryRow(ctx, finishSQL, f.ID, f.Token, string(ifCancel), string(o.Status), o.RetryAfter,
-			o.Provider, o.ProviderMessageID, o.lastError()).
-			Scan(&fin.Status, &fb.DedupeKey, &fb.OrderID, &fb.Template, &fb.SourceEventID)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrLeaseLost
-		}
+		fbs, err := s.writeOutcomes(ctx, tx, as, res)
 		if err != nil {
 			return err
 		}
-		fin.Event = feedbackType(fin.Status)
-		if fin.Event == "" {
-			return nil
+		// insertFeedback's rows are collected and written together.
+		bt := &batchTx{Tx: tx}
+		for _, fb := range fbs {
+			if err := s.insertFeedback(ctx, bt, fb); err != nil {
+				return err
+			}
 		}
-		fb.Type, fb.Status, fb.Attempts = fin.Event, fin.Status, f.Token
+		return bt.flush(ctx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("finish %d attempts: %w", len(as), interpretError(err))
+	}
+	return res, nil
+}
+
+// writeOutcomes runs the fenced updates of as in one statement, fills res
+// and returns the feedback events the terminal transitions need.
+func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, error) {
+	n := len(as)
+	ids, tokens := make([]int64, n), make([]int32, n)
+	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	retryMS := make([]int64, n)
+	for i, a := range as {
+		o := a.Outcome
+		ids[i], tokens[i] = a.ID, int32(a.Token)
+		status[i], ifCancel[i] = string(o.Status), string(o.IfCancelRequested)
+		if ifCancel[i] == "" {
+			ifCancel[i] = status[i]
+		}
+		retryMS[i] = o.RetryAfter.Milliseconds()
+		provider[i], pmid[i], lastErr[i] = o.Provider, o.ProviderMessageID, o.lastError()
+	}
+	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr)
+	if err != nil {
+		return nil, err
+	}
+	type row struct {
+		status mailtype.Status
+		fb     Feedback
+	}
+	got := make(map[Fence]row, n)
+	for rows.Next() {
+		var f Fence
+		var r row
+		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template, &r.fb.SourceEventID); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		got[f] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var fbs []Feedback
+	for i, a := range as {
+		r, ok := got[a.Fence]
+		if !ok {
+			res[i].Err = ErrLeaseLost
+			continue
+		}
+		res[i].Status, res[i].Event = r.status, feedbackType(r.status)
+		if res[i].Event == "" {
+			continue
+		}
+		o, fb := a.Outcome, r.fb
+		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, a.Token
 		fb.Provider, fb.ProviderMessageID = o.Provider, o.ProviderMessageID
-		if fin.Status != mailtype.StatusSent {
+		if r.status != mailtype.StatusSent {
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
 		}
-		return s.insertFeedback(ctx, tx, fb)
-	})
-	if errors.Is(err, ErrLeaseLost) {
-		return Finished{}, ErrLeaseLost
+		fbs = append(fbs, fb)
 	}
-	if err != nil {
-		return Finished{}, fmt.Errorf("finish attempt %d of mail %d: %w", f.Token, f.ID, interpretError(err))
+	return fbs, nil
+}
+
+// batchTx collects the outbox rows insertFeedback writes, so that the
+// feedback events of many outcomes are written by one statement (one
+// executor run, one firing of the statement trigger) instead of one each.
+// A statement it does not recognise is queued and run as it is.
+type batchTx struct {
+	pgx.Tx
+	rows  [][]any
+	other pgx.Batch
+}
+
+func (b *batchTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if sql == insertOutboxSQL && len(args) == 8 {
+		b.rows = append(b.rows, args)
+	} else {
+		b.other.Queue(sql, args...)
 	}
-	return fin, nil
+	return pgconn.CommandTag{}, nil
+}
+
+const insertOutboxManySQL = `
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::timestamptz[])`
+
+// flush writes what was collected, in the transaction.
+func (b *batchTx) flush(ctx context.Context) error {
+	if len(b.rows) > 0 {
+		cols, ok := outboxColumns(b.rows)
+		if !ok {
+			for _, r := range b.rows {
+				b.other.Queue(insertOutboxSQL, r...)
+			}
+		} else if _, err := b.Tx.Exec(ctx, insertOutboxManySQL, cols...); err != nil {
+			return err
+		}
+	}
+	if b.other.Len() == 0 {
+		return nil
+	}
+	return b.Tx.SendBatch(ctx, &b.other).Close()
+}
+
+// outboxColumns turns the argument rows of insertOutboxSQL into column
+// arrays; false when an argument has an unexpected type.
+func outboxColumns(rows [][]any) ([]any, bool) {
+	n := len(rows)
+	ids := make([]string, n)
+	text := [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
+	payloads := make([]string, n)
+	created := make([]time.Time, n)
+	for i, r := range rows {
+		id, ok := r[0].(fmt.Stringer)
+		if !ok {
+			return nil, false
+		}
+		ids[i] = id.String()
+		for c := range 5 {
+			if text[c][i], ok = r[c+1].(string); !ok {
+				return nil, false
+			}
+		}
+		body, ok := r[6].([]byte)
+		if !ok {
+			return nil, false
+		}
+		payloads[i] = string(body)
+		if created[i], ok = r[7].(time.Time); !ok {
+			return nil, false
+		}
+	}
+	return []any{ids, text[0], text[1], text[2], text[3], text[4], payloads, created}, true
 }
 
 // lastError is the last_error text: "reason: message", or "" for success.

@@ -15,7 +15,8 @@ import (
 // attempt, so a mail that crashes its worker every time cannot loop
 // forever), or cancel_requested (a cancelled mail is not retried). They
 // become failed, or cancelled when a cancel was requested. The MATERIALIZED
-// CTE bounds the batch; SKIP LOCKED lets replicas run it at once.
+// CTE bounds the batch; SKIP LOCKED lets replicas run it at once; the rows
+// are found again by primary key (see claimSQL).
 const expireLeasesSQL = `
 WITH dead AS MATERIALIZED (
     SELECT id FROM mail
@@ -31,8 +32,7 @@ UPDATE mail m SET
     locked_by = NULL,
     last_error = $3,
     updated_at = now()
-FROM dead
-WHERE m.id = dead.id
+WHERE m.id = ANY (ARRAY(SELECT id FROM dead))
 RETURNING m.status, m.attempts, m.dedupe_key, m.order_id, m.template,
     COALESCE(m.event_id::text, ''), COALESCE(m.provider, '')`
 
@@ -89,7 +89,7 @@ WITH old AS MATERIALIZED (
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 )
-DELETE FROM mail m USING old WHERE m.id = old.id`
+DELETE FROM mail WHERE id = ANY (ARRAY(SELECT id FROM old))`
 
 // DeleteFinished deletes up to limit sent, failed and cancelled rows whose
 // updated_at is older than window (database clock) and returns how many it
