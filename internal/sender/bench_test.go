@@ -24,17 +24,19 @@ const benchMails = 10000
 
 // BenchmarkSend measures mails/s from benchMails pending rows to a
 // discarding SMTP server on loopback, through the pool (claim, send,
-// fenced write with its outbox row) and, in the same run, through a raw
-// go-mail loop with the same concurrency and no database: the ceiling the
-// pool is compared to.
+// fenced write with its outbox row) with the default batch size (10) and
+// with 50, and, in the same run, through a raw go-mail loop with the same
+// concurrency and no database: the ceiling the pool is compared to.
 func BenchmarkSend(b *testing.B) {
 	for _, workers := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("raw/workers=%d", workers), func(b *testing.B) { benchRaw(b, workers) })
-		b.Run(fmt.Sprintf("pool/workers=%d", workers), func(b *testing.B) { benchPool(b, workers) })
+		for _, batch := range []int{10, 50} {
+			b.Run(fmt.Sprintf("pool/workers=%d/batch=%d", workers, batch), func(b *testing.B) { benchPool(b, workers, batch) })
+		}
 	}
 }
 
-func benchPool(b *testing.B, workers int) {
+func benchPool(b *testing.B, workers, batch int) {
 	srv := smtptest.New(b, smtptest.Options{Discard: true})
 	prov, err := smtp.New(smtp.Config{Host: srv.Host, Port: srv.Port, TLS: smtp.TLSNone, HELO: "bench.local"})
 	if err != nil {
@@ -42,13 +44,13 @@ func benchPool(b *testing.B, workers int) {
 	}
 	var total time.Duration
 	for i := 0; i < b.N; i++ {
-		total += poolRun(b, prov, workers)
+		total += poolRun(b, prov, workers, batch)
 	}
 	b.ReportMetric(float64(benchMails*b.N)/total.Seconds(), "mails/s")
 }
 
 // poolRun seeds the rows (untimed), then times one pool draining them.
-func poolRun(b *testing.B, prov sender.Provider, workers int) time.Duration {
+func poolRun(b *testing.B, prov sender.Provider, workers, batch int) time.Duration {
 	b.StopTimer()
 	sc := storetest.New(b)
 	ctx := context.Background()
@@ -62,7 +64,7 @@ func poolRun(b *testing.B, prov sender.Provider, workers int) time.Duration {
 	defer st.Close()
 	m := sender.NewMetrics(nil)
 	wrote := make(chan struct{}, 1)
-	cfg := sender.Config{Workers: workers, BatchSize: 10, From: from, WorkerID: "bench", PollInterval: 10 * time.Millisecond}
+	cfg := sender.Config{Workers: workers, BatchSize: batch, From: from, WorkerID: "bench", PollInterval: 10 * time.Millisecond}
 	p, err := sender.New(cfg, sender.Deps{Store: st, Provider: prov, Metrics: m, OnOutboxWritten: func() {
 		select {
 		case wrote <- struct{}{}:
