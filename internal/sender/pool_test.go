@@ -355,3 +355,23 @@ func TestConfigValidation(t *testing.T) {
 	require.ErrorContains(t, err, "sender.ambiguous_policy")
 	require.ErrorContains(t, err, "mail.from")
 }
+
+func TestStopLetsInFlightSendsFinish(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	stalled := newStallProvider()
+	cfg := testConfig()
+	p, err := sender.New(cfg, sender.Deps{Store: b.sc.Store, Provider: stalled})
+	require.NoError(t, err)
+	require.NoError(t, p.Start(context.Background()))
+	<-stalled.started
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- p.Stop(context.Background()) }()
+	close(stalled.release)
+	// Stop returns once the send in flight was recorded.
+	require.NoError(t, <-stopped)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND attempts = 1`, id))
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+}
