@@ -95,7 +95,7 @@ func newStack(t testing.TB, smtpAddr string) *stack {
 		"MAILSVC_SENDER_RETRY_BACKOFF_MAX":  "2s",
 		"MAILSVC_SENDER_POLL_INTERVAL":      "200ms",
 		"MAILSVC_RELAY_POLL_INTERVAL":       "200ms",
-		"MAILSVC_LOG_LEVEL":                 "warn",
+		"MAILSVC_LOG_LEVEL":                 "info",
 	}}
 }
 
