@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
@@ -172,4 +174,38 @@ func TestKnownSecretNeverLeaks(t *testing.T) {
 	} {
 		requireNoSecret(t, where, text)
 	}
+}
+
+// TestKnownSecretStaysOutOfLastError sends a mail through the real wiring
+// to an SMTP server that authenticates with the known password and then
+// rejects MAIL FROM with a reply echoing it (as a misconfigured relay
+// might): the mail fails, and neither last_error, the feedback event nor
+// the logs carry the password.
+func TestKnownSecretStaysOutOfLastError(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	n := brokertest.New(t)
+	px := testproxy.New(t, testproxy.HostPort(t, sc.URL, "5432"))
+	srv := smtptest.New(t, smtptest.Options{Username: "mailer", Password: smtpSecret})
+	srv.Inject(smtptest.Mail, smtptest.Reply(550, "5.7.1 relay denied for mailer:"+smtpSecret+" key "+resendSecret))
+	d := startDaemon(t, secretConfig(t, sc, px.Addr, n, map[string]string{
+		"MAILSVC_SMTP_HOST": srv.Host, "MAILSVC_SMTP_PORT": fmt.Sprint(srv.Port), "MAILSVC_SMTP_TLS": "none",
+	}))
+	require.Eventually(t, func() bool { c, _ := get(t, d.http.addr, "/readyz"); return c == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+	publishRaw(t, confirmedEvent(n, "0199a1f0-0000-7000-8000-0000000000aa", "7"))
+
+	require.Eventually(t, func() bool {
+		return sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'failed' AND last_error <> ''`) == 1
+	}, 30*time.Second, 50*time.Millisecond, "the 550 fails the mail for good")
+	m, err := d.store.MailByKey(context.Background(), "order-confirmed:7")
+	require.NoError(t, err)
+	require.Contains(t, m.LastError, "relay denied")
+	require.Len(t, m.Feedback, 1)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailFailed'
+		AND position($1 in payload::text) = 0 AND position($2 in payload::text) = 0 AND position($3 in payload::text) = 0`,
+		smtpSecret, resendSecret, dbSecret))
+	requireNoSecret(t, "last_error", m.LastError)
+	_, metrics := get(t, d.http.addr, "/metrics")
+	requireNoSecret(t, "/metrics", metrics)
+	requireNoSecret(t, "logs", d.logs.String())
 }

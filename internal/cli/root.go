@@ -54,11 +54,12 @@ func (e *env) load() (*config.Config, error) {
 	return cfg, nil
 }
 
-// logger builds the JSON slog logger on stderr at the configured level.
+// logger builds the JSON slog logger on stdout (the container log stream)
+// at the configured level.
 func (e *env) logger(cfg *config.Config) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level)) // validated by config
-	return slog.New(slog.NewJSONHandler(e.stderr, &slog.HandlerOptions{Level: lvl}))
+	return slog.New(slog.NewJSONHandler(e.stdout, &slog.HandlerOptions{Level: lvl}))
 }
 
 // Execute runs the command line args until it ends or ctx is cancelled.

@@ -3,6 +3,7 @@ package sender
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 
@@ -50,6 +51,11 @@ type Config struct {
 	WorkerID string
 	// DBTimeout bounds each database statement of the pool (default 10s).
 	DBTimeout time.Duration
+	// Secrets are redacted from every error text the pool stores in
+	// last_error, writes into a feedback event or logs: a provider may echo
+	// a credential in a reply (ConfigFrom sets the SMTP password, the Resend
+	// API key and the database password).
+	Secrets []string
 }
 
 // ConfigFrom copies the sender settings of a loaded configuration.
@@ -60,7 +66,20 @@ func ConfigFrom(c *config.Config) Config {
 		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
 		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
 		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
+		Secrets: secretsOf(c),
 	}
+}
+
+// secretsOf lists the configured credentials that must never appear in an
+// error text.
+func secretsOf(c *config.Config) []string {
+	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal()}
+	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
+		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+	}
+	return out
 }
 
 // WithDefaults returns c with every zero field set to its default.

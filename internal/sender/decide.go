@@ -30,6 +30,8 @@ type attempt struct {
 	Age time.Duration
 	// RetryBackoff and RetryBackoffMax bound the retry delay.
 	RetryBackoff, RetryBackoffMax time.Duration
+	// Secrets are redacted from the stored error text.
+	Secrets []string
 }
 
 // verdict is the decision about one attempt: the metric outcome, what to
@@ -69,7 +71,7 @@ func decide(err error, r Receipt, a attempt) verdict {
 	class := mailtype.ClassOf(err)
 	rec := store.Outcome{
 		Provider: a.Provider, ErrorClass: class, ErrorReason: mailtype.ReasonOf(err),
-		Error: mailtype.Sanitize(err.Error()), IfCancelRequested: mailtype.StatusCancelled,
+		Error: mailtype.Sanitize(err.Error(), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
 	}
 	v := verdict{Outcome: string(class), Record: rec}
 	var te *ThrottleError

@@ -134,6 +134,7 @@ func (p *Pool) attemptOf(m *store.ClaimedMail) attempt {
 		Provider: p.deps.Provider.Name(), Window: p.deps.Provider.IdempotencyWindow(),
 		Age:          time.Since(m.FirstAttemptAt),
 		RetryBackoff: p.cfg.RetryBackoff, RetryBackoffMax: p.cfg.RetryBackoffMax,
+		Secrets: p.cfg.Secrets,
 	}
 }
 
