@@ -77,7 +77,11 @@ ensure_databases() { # the test database and the one configs/dev.yaml names
 }
 
 start_mailpit() {
-  listening 127.0.0.1 1025 && { log "Mailpit (or another SMTP server) already on 127.0.0.1:1025"; return 0; }
+  if listening 127.0.0.1 1025; then
+    rm -f .run/mailpit.pid # not ours: nobody should stop it on our behalf
+    log "Mailpit (or another SMTP server) already on 127.0.0.1:1025"
+    return 0
+  fi
   [ -x bin/mailpit ] || { log "building Mailpit into bin/"; (cd tools && go build -o ../bin/mailpit github.com/axllent/mailpit); }
   mkdir -p .run
   bin/mailpit --smtp 127.0.0.1:1025 --listen 127.0.0.1:8025 --smtp-auth-accept-any --smtp-auth-allow-insecure \

@@ -98,6 +98,19 @@ func (p *Publisher) DeclareExchange(name, kind string) error {
 	return nil
 }
 
+// DeclareBoundQueue declares a durable queue idempotently and binds it to
+// exchange with key. A mismatch with an existing queue closes the channel
+// (Reopen it) and returns the broker's error.
+func (p *Publisher) DeclareBoundQueue(queue, exchange, key string) error {
+	if _, err := p.ch.QueueDeclare(queue, true, false, false, false, nil); err != nil {
+		return fmt.Errorf("declare queue %s: %w", queue, err)
+	}
+	if err := p.ch.QueueBind(queue, key, exchange, false, nil); err != nil {
+		return fmt.Errorf("bind queue %s to %s: %w", queue, exchange, err)
+	}
+	return nil
+}
+
 // Channel returns the underlying channel (for declarations).
 func (p *Publisher) Channel() *amqp.Channel { return p.ch }
 

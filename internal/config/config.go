@@ -42,6 +42,11 @@ type AMQP struct {
 	DeadLetterExchange string   `mapstructure:"dead_letter_exchange" yaml:"dead_letter_exchange"`
 	DeadLetterQueue    string   `mapstructure:"dead_letter_queue" yaml:"dead_letter_queue"`
 	EventsExchange     string   `mapstructure:"events_exchange" yaml:"events_exchange"`
+	// EventsQueue, when set, is a durable queue declared and bound with "#"
+	// to EventsExchange, so feedback events are kept where no consumer
+	// service has bound its own queue yet (development, demos). "" means
+	// none: the order services bind their own queues.
+	EventsQueue string `mapstructure:"events_queue" yaml:"events_queue"`
 	// DeclareTopology declares exchanges and queues at start (idempotent).
 	DeclareTopology bool `mapstructure:"declare_topology" yaml:"declare_topology"`
 	// Prefetch is the QoS prefetch count (unacked deliveries per consumer).

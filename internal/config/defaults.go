@@ -20,6 +20,7 @@ var defaults = map[string]any{
 	"amqp.dead_letter_exchange":  "mail.dlx",
 	"amqp.dead_letter_queue":     "mail.order-events.dlq",
 	"amqp.events_exchange":       "mail.events",
+	"amqp.events_queue":          "",
 	"amqp.declare_topology":      true,
 	"amqp.prefetch":              200,
 	"amqp.batch_size":            100,

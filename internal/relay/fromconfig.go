@@ -17,6 +17,7 @@ func FromConfig(c *config.Config) Config {
 		},
 		Exchange:        c.AMQP.EventsExchange,
 		DeclareExchange: c.AMQP.DeclareTopology,
+		EventsQueue:     c.AMQP.EventsQueue,
 		BatchSize:       c.Relay.BatchSize,
 		PollInterval:    c.Relay.PollInterval,
 		ConfirmTimeout:  c.Relay.ConfirmTimeout,

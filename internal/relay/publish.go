@@ -27,6 +27,11 @@ func (r *Relay) publishLoop(ctx, hard context.Context, pub *broker.Publisher, se
 		if err := pub.DeclareExchange(r.cfg.Exchange, "topic"); err != nil {
 			return err
 		}
+		if r.cfg.EventsQueue != "" {
+			if err := pub.DeclareBoundQueue(r.cfg.EventsQueue, r.cfg.Exchange, "#"); err != nil {
+				return err
+			}
+		}
 	}
 	nextRetention := time.Now()
 	for ctx.Err() == nil {

@@ -32,6 +32,9 @@ type Config struct {
 	// DeclareExchange is set (amqp.declare_topology).
 	Exchange        string
 	DeclareExchange bool
+	// EventsQueue, when set with DeclareExchange, is declared (durable) and
+	// bound with "#" to Exchange (amqp.events_queue).
+	EventsQueue string
 	// Name is the application_name of the relay's PostgreSQL connections;
 	// "" means "mailsvc-relay".
 	Name string

@@ -398,3 +398,23 @@ func TestConfigValidation(t *testing.T) {
 	require.Equal(t, 10*time.Second, c.ConfirmTimeout)
 	require.Equal(t, time.Second, c.PollInterval)
 }
+
+// TestRelayDeclaresTheEventsQueue: with amqp.events_queue set, the relay
+// declares that queue bound with "#" to the events exchange, so feedback
+// events are kept (not unroutable) where no service bound its own queue.
+func TestRelayDeclaresTheEventsQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.newRelay(t, func(c *relay.Config) { c.EventsQueue = b.names.EventsQueue })
+	b.insert(t, feedback("q1", mailtype.EmailSent), feedback("q2", mailtype.EmailFailed))
+	b.start(t, r)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 10*time.Second, 10*time.Millisecond)
+	conn := brokertest.Dial(t)
+	defer conn.Close()
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(b.names.EventsQueue, true, false, false, false, nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, q.Messages)
+}
