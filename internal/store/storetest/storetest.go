@@ -89,39 +89,43 @@ func NewEmpty(t testing.TB) *Schema {
 	return &Schema{Name: name, URL: u, Store: st}
 }
 
+// withConn runs fn on a fresh connection to the schema, failing the test
+// when it cannot connect.
+func (s *Schema) withConn(t testing.TB, fn func(ctx context.Context, conn *pgx.Conn)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	fn(ctx, conn)
+}
+
 // Exec runs one SQL statement in the schema, for fault injection and
 // assertions the store's API does not cover. It fails the test on error
 // and returns the rows affected.
-func (s *Schema) Exec(t testing.TB, sql string, args ...any) int64 {
+func (s *Schema) Exec(t testing.TB, sql string, args ...any) (n int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.URL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	tag, err := conn.Exec(ctx, sql, args...)
-	if err != nil {
-		t.Fatalf("exec %q: %v", sql, err)
-	}
-	return tag.RowsAffected()
+	s.withConn(t, func(ctx context.Context, conn *pgx.Conn) {
+		tag, err := conn.Exec(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("exec %q: %v", sql, err)
+		}
+		n = tag.RowsAffected()
+	})
+	return n
 }
 
 // QueryInt runs a query returning one integer (a count) in the schema.
-func (s *Schema) QueryInt(t testing.TB, sql string, args ...any) int64 {
+func (s *Schema) QueryInt(t testing.TB, sql string, args ...any) (n int64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.URL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	var n int64
-	if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("query %q: %v", sql, err)
-	}
+	s.withConn(t, func(ctx context.Context, conn *pgx.Conn) {
+		if err := conn.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatalf("query %q: %v", sql, err)
+		}
+	})
 	return n
 }
 
@@ -155,27 +159,22 @@ func randomHex(n int) string {
 // the second (e.g. dedupe_key -> status).
 func (s *Schema) QueryMap(t testing.TB, sql string, args ...any) map[string]string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, s.URL)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		t.Fatalf("query %q: %v", sql, err)
-	}
 	out := map[string]string{}
-	for rows.Next() {
-		var k, v string
-		if err := rows.Scan(&k, &v); err != nil {
-			t.Fatalf("scan %q: %v", sql, err)
+	s.withConn(t, func(ctx context.Context, conn *pgx.Conn) {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("query %q: %v", sql, err)
 		}
-		out[k] = v
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatalf("query %q: %v", sql, err)
-	}
+		for rows.Next() {
+			var k, v string
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatalf("scan %q: %v", sql, err)
+			}
+			out[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("query %q: %v", sql, err)
+		}
+	})
 	return out
 }
