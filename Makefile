@@ -33,8 +33,11 @@ promtool:
 run: bin/mailsvc bin/mailpit
 	scripts/run.sh
 
+# bench: the end-to-end benchmark first (mailsvc serve vs a raw baseline, table on stdout),
+# then each package's own benchmarks; go test runs benchmarks one package at a time.
 bench: services bin/mailpit
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./...
+	$(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:
 	rm -rf bin .run

@@ -27,6 +27,10 @@ const (
 	// benchRate (events/s) and benchSeconds make the paced latency run.
 	benchRate    = 200
 	benchSeconds = 10
+	// benchRepeats is how many full-speed runs each system makes (each on
+	// a fresh queue, schema and process); the best counts, since other
+	// work on a shared machine only ever slows a run down.
+	benchRepeats = 2
 )
 
 // benchSettings are the knobs one run uses: mailsvc gets them as its
@@ -106,10 +110,11 @@ type benchResult struct {
 // mailsvc (a real `mailsvc serve` process) with the default and the tuned
 // settings, and the baseline with mails as large as mailsvc's: events
 // published to the real broker until the SMTP server on loopback accepted
-// the mails. Each system does a full-speed run of
-// benchMails events (mails/s) and a run paced at benchRate events/s for
-// benchSeconds (latency from publish to SMTP acceptance, p50 and p99), each
-// on a fresh queue, schema and SMTP server. Run it with
+// the mails. Each system does benchRepeats full-speed runs of benchMails
+// events (the best mails/s counts) and a run paced at benchRate events/s
+// for benchSeconds (latency from publish to SMTP acceptance, p50 and p99),
+// each on a fresh queue, schema and SMTP server. b.N is ignored: one
+// invocation takes about 1.5 minutes. Run it with
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
 func BenchmarkEndToEnd(b *testing.B) {
@@ -139,24 +144,19 @@ func BenchmarkEndToEnd(b *testing.B) {
 	fmt.Println(benchTable(results))
 }
 
-// runSystem runs the throughput and the latency run b.N times and returns
-// the mean figures (b.N is 1 with -benchtime 1x).
+// runSystem makes benchRepeats full-speed runs (best rate, mean CPU) and
+// one latency run, each on a freshly started system.
 func runSystem(b *testing.B, name string, start starter, set benchSettings) benchResult {
 	r := benchResult{name: name}
-	for range b.N {
+	for range benchRepeats {
 		sys := start(b, set, true)
-		r.mailsPerSec += measureThroughput(b, sys, benchMails) / float64(b.N)
+		r.mailsPerSec = max(r.mailsPerSec, measureThroughput(b, sys, benchMails))
 		sys.stop(b)
-		r.cpuPerMail += sys.cpu / benchMails / time.Duration(b.N)
-		sys = start(b, set, false)
-		l := measureLatency(b, sys, benchRate, benchSeconds)
-		sys.stop(b)
-		r.offered += l.offered / float64(b.N)
-		r.p50 += l.p50 / time.Duration(b.N)
-		r.p99 += l.p99 / time.Duration(b.N)
-		r.max = max(r.max, l.max)
-		r.mailBytes = l.mailBytes
+		r.cpuPerMail += sys.cpu / benchMails / benchRepeats
 	}
+	sys := start(b, set, false)
+	r.latency = measureLatency(b, sys, benchRate, benchSeconds)
+	sys.stop(b)
 	return r
 }
 
