@@ -32,7 +32,7 @@ var defaults = map[string]any{
 
 	"sender.provider":          "smtp",
 	"sender.workers":           8,
-	"sender.batch_size":        10,
+	"sender.batch_size":        50,
 	"sender.lease":             2 * time.Minute,
 	"sender.send_timeout":      30 * time.Second,
 	"sender.max_attempts":      8,

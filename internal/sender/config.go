@@ -16,7 +16,7 @@ import (
 type Config struct {
 	// Workers is the number of concurrent send workers (default 8).
 	Workers int
-	// BatchSize is the most rows one claim takes (default 10). A claim never
+	// BatchSize is the most rows one claim takes (default 50). A claim never
 	// takes more rows than there are idle workers, so no claimed row waits.
 	BatchSize int
 	// Lease is how long a claim owns a row (default 2m); it must exceed
@@ -93,7 +93,7 @@ func (c Config) WithDefaults() Config {
 		c.Workers = 8
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 10
+		c.BatchSize = 50
 	}
 	if c.MaxAttempts == 0 {
 		c.MaxAttempts = 8
