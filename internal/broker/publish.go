@@ -45,6 +45,8 @@ type Message struct {
 // Publisher publishes on its own channel in confirm mode. It is not safe
 // for concurrent use.
 type Publisher struct {
+	// seq numbers this publisher's messages for matching basic.return.
+	seq     uint64
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
@@ -141,8 +143,13 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	}
 	p.drainReturns() // returns of an earlier, timed-out batch
 	confs := make([]*amqp.DeferredConfirmation, len(msgs))
+	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, m.Mandatory, false, m.publishing())
+		pub := m.publishing()
+		p.seq++
+		ids[i] = fmt.Sprintf("%p-%d", p, p.seq)
+		pub.Headers = withHeader(pub.Headers, PublishIDHeader, ids[i])
+		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, m.Mandatory, false, pub)
 		if err != nil {
 			errs[i] = fmt.Errorf("publish: %w", err)
 			continue
@@ -156,12 +163,27 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 		errs[i] = p.wait(ctx, c)
 	}
 	returned := p.drainReturns()
-	for i, m := range msgs {
-		if errs[i] == nil && m.MessageID != "" && returned[m.MessageID] {
+	for i := range msgs {
+		if errs[i] == nil && returned[ids[i]] {
 			errs[i] = ErrReturned
 		}
 	}
 	return errs
+}
+
+// PublishIDHeader is the header by which a Publisher matches a basic.return
+// to the message it published, whatever the message's own message_id (which
+// may be empty, or shared by two messages).
+const PublishIDHeader = "x-mailsvc-publish-id"
+
+// withHeader returns a copy of h with key set to v.
+func withHeader(h amqp.Table, key string, v any) amqp.Table {
+	out := make(amqp.Table, len(h)+1)
+	for k, val := range h {
+		out[k] = val
+	}
+	out[key] = v
+	return out
 }
 
 func (p *Publisher) wait(ctx context.Context, c *amqp.DeferredConfirmation) error {
@@ -190,7 +212,9 @@ func (p *Publisher) drainReturns() map[string]bool {
 			if !ok {
 				return got
 			}
-			got[r.MessageId] = true
+			if id, ok := r.Headers[PublishIDHeader].(string); ok {
+				got[id] = true
+			}
 		default:
 			return got
 		}

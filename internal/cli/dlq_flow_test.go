@@ -78,12 +78,21 @@ func TestDLQReplayAfterAConfigFix(t *testing.T) {
 	fixed := writeOpsConfig(t, o.sc.URL, brokertest.URL(), o.names, "http:\n  addr: 127.0.0.1:0\n")
 
 	strict := startServe(t, o.config)
-	require.Eventually(t, func() bool { return queueDepth(t, o.names.Queue) >= 0 }, 30*time.Second, 50*time.Millisecond, "serve declares the topology")
-	_, err := o.run(t, "emit", "order-confirmed", "--order-id", "77")
-	require.NoError(t, err)
+	// The queue's bindings come last in the topology: emit until routable.
+	require.Eventually(t, func() bool {
+		_, err := o.run(t, "emit", "order-confirmed", "--order-id", "77")
+		return err == nil
+	}, 30*time.Second, 50*time.Millisecond, "serve declares the topology")
 	publish(t, broker.Message{Exchange: o.names.InputExchange, RoutingKey: "order.confirmed", MessageID: "bad-1",
 		ContentType: "application/json", Body: []byte(`{"event_id": `), Persistent: true})
-	require.Eventually(t, func() bool { return queueDepth(t, o.names.DeadLetterQueue) == 2 }, 30*time.Second, 50*time.Millisecond)
+	// A producer that sets no message_id: its dead-letter copy must keep
+	// it empty, or the replay would fail the message_id = event_id check.
+	publish(t, broker.Message{Exchange: o.names.InputExchange, RoutingKey: "order.confirmed",
+		ContentType: "application/json", Persistent: true, Body: []byte(`{"event_id":"0199a1f0-0000-7000-8000-000000000078",
+		"event_type":"OrderConfirmed","version":1,"occurred_at":"` + time.Now().UTC().Format(time.RFC3339) + `",
+		"dedupe_key":"order-confirmed:78","data":{"order_id":"78","email":"b@example.com","customer_name":"B",
+		"locale":"vi","currency":"VND","total":"1000","items":[{"sku":"S","name":"N","quantity":1,"unit_price":"1000"}]}}`)})
+	require.Eventually(t, func() bool { return queueDepth(t, o.names.DeadLetterQueue) == 3 }, 30*time.Second, 50*time.Millisecond)
 	require.EqualValues(t, 0, o.sc.QueryInt(t, `SELECT count(*) FROM mail`))
 	strict.stop(t)
 
@@ -92,10 +101,10 @@ func TestDLQReplayAfterAConfigFix(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "reason=too_large")
 	require.Contains(t, out, "reason=malformed_json")
-	require.Contains(t, out, "replayed 2 of 2")
+	require.Contains(t, out, "replayed 3 of 3")
 	require.Eventually(t, func() bool {
-		return o.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-confirmed:77'`) == 1
-	}, 30*time.Second, 50*time.Millisecond, "the fixed event is processed")
+		return o.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key IN ('order-confirmed:77', 'order-confirmed:78')`) == 2
+	}, 30*time.Second, 50*time.Millisecond, "the fixed events are processed")
 	require.Eventually(t, func() bool { return queueDepth(t, o.names.DeadLetterQueue) == 1 }, 30*time.Second, 50*time.Millisecond)
 
 	// Still bad: each replay sends it once and it comes back once.
@@ -108,7 +117,7 @@ func TestDLQReplayAfterAConfigFix(t *testing.T) {
 	require.Equal(t, "bad-1", got[0].MessageID)
 	require.Equal(t, string(mailtype.ReasonMalformedJSON), broker.DeadLetterReason(got[0].Headers))
 	require.EqualValues(t, 2, got[0].Headers[broker.HeaderReplays])
-	require.EqualValues(t, 1, o.sc.QueryInt(t, `SELECT count(*) FROM mail`))
+	require.EqualValues(t, 2, o.sc.QueryInt(t, `SELECT count(*) FROM mail`))
 }
 
 // syncWriter is an io.Writer safe for concurrent use.

@@ -3,7 +3,6 @@ package consumer
 import (
 	"time"
 
-	"github.com/google/uuid"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -34,12 +33,10 @@ func deadLetterMessage(d amqp.Delivery, e *mailtype.Error, exchange string, now 
 	h[mailtype.HeaderOriginalExchange] = d.Exchange
 	h[mailtype.HeaderOriginalRoutingKey] = d.RoutingKey
 	h[mailtype.HeaderRedelivered] = d.Redelivered
-	id := d.MessageId
-	if id == "" {
-		id = uuid.NewString()
-	}
+	// The copy keeps the original message_id, empty or not, so that a replay
+	// after a fix passes the message_id = event_id check.
 	return broker.Message{
-		Exchange: exchange, RoutingKey: d.RoutingKey, MessageID: id, Type: d.Type,
+		Exchange: exchange, RoutingKey: d.RoutingKey, MessageID: d.MessageId, Type: d.Type,
 		ContentType: d.ContentType, Timestamp: d.Timestamp, Headers: h, Body: d.Body,
 		Mandatory: true, Persistent: true,
 	}

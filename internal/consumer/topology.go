@@ -39,6 +39,17 @@ func queueArgs(c Config) amqp.Table {
 	}
 }
 
+// deadLetterQueueArgs: a quorum queue whose delivery limit is set so high
+// that it is never reached. Without it RabbitMQ 4.x applies its default of
+// 20, and every `dlq replay --dry-run` (which returns what it read) counts a
+// delivery: the 20th would drop dead-lettered messages, since this queue
+// has no dead-letter target of its own. Explicit, so 3.10 and 4.x agree.
+var deadLetterQueueArgs = amqp.Table{"x-queue-type": "quorum", "x-delivery-limit": int64(DeadLetterQueueDeliveryLimit)}
+
+// DeadLetterQueueDeliveryLimit is the x-delivery-limit of the dead-letter
+// queue: high enough that replays and dry runs never reach it.
+const DeadLetterQueueDeliveryLimit = 1_000_000
+
 // DeclareTopology declares, idempotently and on a channel of its own (a
 // refused declaration closes its channel): the dead-letter exchange
 // (topic, durable) and queue (quorum) bound with "#", then the input
@@ -55,7 +66,7 @@ func DeclareTopology(conn *amqp.Connection, c Config) error {
 	if err := ch.ExchangeDeclare(c.DeadLetterExchange, amqp.ExchangeTopic, true, false, false, false, nil); err != nil {
 		return declareError("exchange", c.DeadLetterExchange, err)
 	}
-	if _, err := ch.QueueDeclare(c.DeadLetterQueue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+	if _, err := ch.QueueDeclare(c.DeadLetterQueue, true, false, false, false, deadLetterQueueArgs); err != nil {
 		return declareError("queue", c.DeadLetterQueue, err)
 	}
 	if err := ch.QueueBind(c.DeadLetterQueue, deadLetterBindingKey, c.DeadLetterExchange, false, nil); err != nil {
