@@ -133,3 +133,41 @@ func TestMailsvcYAMLDocumentsEveryKey(t *testing.T) {
 		require.True(t, ok, "configs/mailsvc.yaml lacks %s", k)
 	}
 }
+
+func TestURLHidesEveryFormOfPassword(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		"postgres://u:S3cretPW@h:5432/db",
+		"host=127.0.0.1 port=1 user=u password=S3cretPW dbname=db",
+		"host=h password = 'S3cret PW with \\' quote' dbname=db",
+		"postgres://u@h/db?password=S3cretPW&sslmode=disable",
+		"amqp://guest:S3cretPW@h:5672/",
+	} {
+		got := config.URL(raw).String()
+		require.NotContains(t, got, "S3cret", raw)
+		require.Contains(t, got, "xxxxx", raw)
+	}
+}
+
+func TestBareNumberIsNotADuration(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("mail:\n  from: a@example.com\nsender:\n  send_timeout: 30\n"), 0o600))
+	_, err := config.Load(path, envOf(nil))
+	require.ErrorContains(t, err, "send_timeout")
+	require.ErrorContains(t, err, "no unit")
+}
+
+func TestServeTimeChecksAreConfigChecks(t *testing.T) {
+	t.Parallel()
+	for key, env := range map[string]map[string]string{
+		"http.addr":     {"MAILSVC_HTTP_ADDR": "nonsense"},
+		"templates.dir": {"MAILSVC_TEMPLATES_DIR": "/no/such/dir"},
+		"database.url":  {"MAILSVC_DATABASE_URL": "mysql://x"},
+	} {
+		_, err := config.Load("", envOf(with(env)))
+		require.ErrorContains(t, err, key)
+	}
+	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h user=u dbname=d"})))
+	require.NoError(t, err, "a key=value connection string is valid")
+}

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 )
 
@@ -50,7 +53,8 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 		}
 	}
 	var c Config
-	if err := v.UnmarshalExact(&c); err != nil {
+	if err := v.UnmarshalExact(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+		rejectBareDuration, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := c.readSecretFiles(); err != nil {
@@ -60,6 +64,22 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// rejectBareDuration refuses a number where a duration is expected: YAML
+// "send_timeout: 30" would otherwise mean 30 nanoseconds.
+func rejectBareDuration(from, to reflect.Type, data any) (any, error) {
+	if to != durationType || from == durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("duration %v has no unit: write e.g. %vs or %vms", data, data, data)
+	}
+	return data, nil
 }
 
 func mergeFile(v *viper.Viper, path string) error {

@@ -3,6 +3,8 @@ package config
 import (
 	"log/slog"
 	"net/url"
+	"regexp"
+	"strings"
 )
 
 const redacted = "<redacted>"
@@ -27,21 +29,35 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // MarshalText keeps the secret out of YAML and JSON output.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// URL is a connection URL that may carry a password. String, LogValue and
-// MarshalText show it with the password replaced by "xxxxx"
-// (net/url.URL.Redacted); an unparsable URL prints as "<redacted>".
+// URL is a connection string that may carry a password: a URL
+// (postgres://u:pw@h/db, amqp://...) or a libpq key=value string
+// ("host=h password=pw"). String, LogValue and MarshalText show it with
+// the password replaced by "xxxxx" (net/url.URL.Redacted for a URL); an
+// unparsable one prints as "<redacted>".
 type URL string
 
 // Reveal returns the URL with its password.
 func (u URL) Reveal() string { return string(u) }
 
 func (u URL) String() string {
-	p, err := url.Parse(string(u))
+	s := string(u)
+	if !strings.Contains(s, "://") {
+		// libpq key=value form: password='quoted value' or password=word.
+		return keyValuePassword.ReplaceAllString(s, "${1}xxxxx")
+	}
+	p, err := url.Parse(s)
 	if err != nil {
 		return redacted
 	}
+	q := p.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		p.RawQuery = q.Encode()
+	}
 	return p.Redacted()
 }
+
+var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
 
 // LogValue keeps the password out of slog output.
 func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }

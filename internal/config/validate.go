@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/mail"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -24,6 +27,11 @@ func (c *Config) Validate() error {
 	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {
 		bad("mail.from", "%q is not an address: %v", c.Mail.From, err)
 	}
+	if c.Templates.Dir != "" {
+		if st, err := os.Stat(c.Templates.Dir); err != nil || !st.IsDir() {
+			bad("templates.dir", "%q is not a readable directory", c.Templates.Dir)
+		}
+	}
 	if _, err := time.LoadLocation(c.Templates.TimeZone); err != nil {
 		bad("templates.time_zone", "unknown time zone %q", c.Templates.TimeZone)
 	}
@@ -38,8 +46,12 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) validateConnections(bad func(string, string, ...any)) {
-	if _, err := url.Parse(c.Database.URL.Reveal()); err != nil || c.Database.URL == "" {
-		bad("database.url", "is not a valid URL")
+	if db := c.Database.URL.Reveal(); db == "" {
+		bad("database.url", "is required")
+	} else if strings.Contains(db, "://") {
+		if u, err := url.Parse(db); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("database.url", "must be a postgres:// URL or a key=value connection string")
+		}
 	}
 	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
 		bad("amqp.url", "must be an amqp:// or amqps:// URL")
@@ -63,8 +75,8 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 	if c.AMQP.BatchSize > c.AMQP.Prefetch {
 		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.AMQP.BatchSize, c.AMQP.Prefetch)
 	}
-	if c.HTTP.Addr == "" {
-		bad("http.addr", "must not be empty")
+	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil || port == "" {
+		bad("http.addr", "must be host:port or :port, got %q", c.HTTP.Addr)
 	}
 	positive(bad, "relay.batch_size", c.Relay.BatchSize)
 	positive(bad, "relay.max_attempts", c.Relay.MaxAttempts)
