@@ -121,6 +121,12 @@ func (d *Decider) confirmed(env *envelope, eventID, orderID string, data *orderD
 	if err := checkIdentifier("dedupe_key", *env.DedupeKey, maxKeyLen); err != nil {
 		return nil, err
 	}
+	// The contract keys a confirmation by its order (DESIGN.md section 3),
+	// and an OrderCancelled finds, or tombstones, exactly that key: a
+	// confirmation keyed otherwise could slip past a cancel.
+	if want := mailtype.ConfirmationKey(orderID); *env.DedupeKey != want {
+		return nil, permanent(mailtype.ReasonInvalidField, "dedupe_key %q must be %q for an OrderConfirmed", mailtype.Sanitize(*env.DedupeKey), want)
+	}
 	if err := checkOrder(data); err != nil {
 		return nil, err
 	}

@@ -147,6 +147,7 @@ func TestDecidePoison(t *testing.T) {
 		{"event_id not a uuid", edit(func(ev map[string]any) { ev["event_id"] = "42" }), "", mailtype.ReasonInvalidField},
 		{"message_id differs", edit(func(map[string]any) {}), uuid.NewString(), mailtype.ReasonMessageIDMismatch},
 		{"no occurred_at", edit(func(ev map[string]any) { delete(ev, "occurred_at") }), "", mailtype.ReasonMissingField},
+		{"dedupe_key of another scheme", edit(func(ev map[string]any) { ev["dedupe_key"] = "custom-key-42" }), "", mailtype.ReasonInvalidField},
 		{"bad occurred_at", edit(func(ev map[string]any) { ev["occurred_at"] = "yesterday" }), "", mailtype.ReasonInvalidField},
 		{"no dedupe_key", edit(func(ev map[string]any) { delete(ev, "dedupe_key") }), "", mailtype.ReasonMissingField},
 		{"dedupe_key too long", edit(func(ev map[string]any) { ev["dedupe_key"] = strings.Repeat("k", 600) }), "", mailtype.ReasonInvalidField},
