@@ -65,8 +65,9 @@ type Order struct {
 	// Locale is used when Render is given no locale.
 	Locale string
 	// Currency is an ISO 4217 code; Total and UnitPrice are decimal strings
-	// in major units of it. Total must equal the sum of quantity × unit
-	// price over Items; "" means that sum.
+	// in major units of it. Total is what the customer pays, shown as
+	// given even when it differs from the lines (shipping, discounts); ""
+	// means the sum of quantity × unit price over Items.
 	Currency   string
 	Total      string
 	Items      []Item
