@@ -91,5 +91,23 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newDLQCmd(e),
 		newEmitCmd(e),
 	)
+	for _, c := range root.Commands() {
+		requireSubcommand(c)
+	}
 	return root
+}
+
+// requireSubcommand makes a command that only groups others (mail, dlq,
+// config, template) fail on a missing or unknown subcommand, instead of
+// printing help and exiting 0.
+func requireSubcommand(c *cobra.Command) {
+	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {
+		c.Args = cobra.NoArgs
+		c.RunE = func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand (see %s --help)", cmd.CommandPath(), cmd.CommandPath())
+		}
+	}
+	for _, sub := range c.Commands() {
+		requireSubcommand(sub)
+	}
 }
