@@ -84,7 +84,7 @@ start_mailpit() {
   fi
   [ -x bin/mailpit ] || { log "building Mailpit into bin/"; (cd tools && go build -o ../bin/mailpit github.com/axllent/mailpit); }
   mkdir -p .run
-  bin/mailpit --smtp 127.0.0.1:1025 --listen 127.0.0.1:8025 --smtp-auth-accept-any --smtp-auth-allow-insecure \
+  bin/mailpit --smtp 127.0.0.1:1025 --listen 127.0.0.1:8025 --max 0 --smtp-auth-accept-any --smtp-auth-allow-insecure \
     --disable-version-check >.run/mailpit.log 2>&1 &
   echo $! >.run/mailpit.pid
   wait_for Mailpit 127.0.0.1 1025 30
