@@ -21,7 +21,7 @@ func newMigrateCmd(e *env) *cobra.Command {
 			}
 			st, err := store.Open(e.ctx, store.Options{URL: cfg.Database.URL.Reveal()})
 			if err != nil {
-				return fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
+				return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s is unreachable: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}
 			}
 			defer st.Close()
 			dir := "up"
