@@ -44,7 +44,8 @@ func HeaderKey(key string) string {
 type Message struct {
 	// From is the sender address, e.g. "Cửa hàng <orders@example.com>".
 	From string
-	// To is the recipient address; ToName its display name ("" for none).
+	// To is the recipient address; ToName its display name, cleaned by
+	// templates.DisplayName ("" for none).
 	To     string
 	ToName string
 	// Subject, Text and HTML are the rendered content (UTF-8).

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 // job is one claimed row on its way through the pool.
@@ -156,9 +157,22 @@ func (p *Pool) message(m *store.ClaimedMail) *Message {
 		id = mailtype.MessageID(m.DedupeKey, mailtype.AddressDomain(p.cfg.From))
 	}
 	return &Message{
-		From: p.cfg.From, To: m.ToEmail, ToName: m.ToName,
+		From: p.cfg.From, To: m.ToEmail, ToName: displayName(m.ToName),
 		Subject: m.Subject, Text: m.BodyText, HTML: m.BodyHTML,
 		MessageID: id, DedupeKey: m.DedupeKey, IdempotencyKey: mailtype.IdempotencyKey(m.DedupeKey),
 		Date: m.CreatedAt,
 	}
+}
+
+// displayName cleans the stored customer name exactly as the templates did
+// for the greeting (the row keeps the raw payload value): no control or bidi
+// override characters, at most templates.MaxNameRunes runes. A name
+// DisplayName refuses (a line break) is dropped rather than failing the
+// mail: a mail never fails because of its display name.
+func displayName(raw string) string {
+	name, err := templates.DisplayName(raw)
+	if err != nil {
+		return ""
+	}
+	return name
 }

@@ -53,8 +53,9 @@ type ClaimedMail struct {
 	Template  string
 	Locale    string
 	ToEmail   string
-	// ToName is the recipient's display name from the event payload
-	// (customer_name), "" when absent.
+	// ToName is the recipient's name as the event payload has it
+	// (customer_name), raw: not cleaned, of any length; "" when absent. It
+	// must go through templates.DisplayName before it is put in a header.
 	ToName    string
 	Subject   string
 	BodyText  string

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/mail"
 	"strings"
 
 	gomail "github.com/wneessen/go-mail"
@@ -17,17 +18,23 @@ import (
 // from the dedupe key, quoted-printable bodies (7-bit, lines of at most 76
 // characters, so servers without 8BITMIME take it), RFC 2047 encoded
 // subject and display names, the stored Message-ID and the stored Date, no
-// User-Agent. An unusable address is a permanent error.
+// User-Agent. An unusable address is a permanent error; the display name
+// never is (it is expected cleaned, see sender.Message.ToName).
 func buildMsg(m *sender.Message, idempotencyHeader string) (*gomail.Msg, error) {
 	msg := gomail.NewMsg(gomail.WithBoundary(boundary(m.DedupeKey)), gomail.WithNoDefaultUserAgent(),
 		gomail.WithEncoding(gomail.EncodingQP), gomail.WithCharset(gomail.CharsetUTF8))
 	if err := msg.From(m.From); err != nil {
 		return nil, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "from address: %v", err)
 	}
-	if err := msg.AddToFormat(m.ToName, m.To); err != nil {
+	to, err := mail.ParseAddress(m.To)
+	if err != nil {
 		return nil, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "recipient address: %s",
 			mailtype.Sanitize(err.Error()))
 	}
+	// The name is set on the parsed address, never parsed itself: any
+	// display name (a quote, a trailing backslash) is quoted or RFC 2047
+	// encoded by net/mail, so only the address can fail the mail.
+	msg.AddToMailAddress(&mail.Address{Name: m.ToName, Address: to.Address})
 	msg.Subject(m.Subject)
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
 	msg.SetDateWithValue(m.Date.UTC())

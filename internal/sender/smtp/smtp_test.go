@@ -234,3 +234,44 @@ func TestDeadlineCoversTheWholeCall(t *testing.T) {
 	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
 	require.Equal(t, mailtype.ReasonTimeout, mailtype.ReasonOf(err))
 }
+
+// TestNoDisplayNameFailsTheMail checks that the display name is set, never
+// parsed: names that broke `"name" <addr>` parsing are delivered as they are.
+func TestNoDisplayNameFailsTheMail(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.New(t, smtptest.Options{})
+	s := newProvider(t, srv, smtp.TLSNone).NewSession()
+	defer s.Close()
+	names := []string{`Bob\`, `\`, `"`, `Bob "B" \"`, `<b@example.com>`, `a, b: c; @d`, "Nguyễn \"Văn\" B\\"}
+	for i, name := range names {
+		m := sendertest.Message("k:" + strconv.Itoa(i))
+		m.ToName = name
+		_, err := s.Send(context.Background(), m)
+		require.NoError(t, err, "name %q", name)
+	}
+	msgs := srv.Messages()
+	require.Len(t, msgs, len(names))
+	for i, msg := range msgs {
+		parsed, err := mail.ReadMessage(bufio.NewReader(bytes.NewReader(msg.Data)))
+		require.NoError(t, err)
+		to, err := parsed.Header.AddressList("To")
+		require.NoError(t, err)
+		require.Len(t, to, 1)
+		require.Equal(t, "b@example.com", to[0].Address)
+		require.Equal(t, names[i], to[0].Name)
+		require.Equal(t, []string{"b@example.com"}, msg.To, "the envelope has the one recipient")
+	}
+}
+
+func TestBadRecipientAddressIsPermanent(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.New(t, smtptest.Options{})
+	s := newProvider(t, srv, smtp.TLSNone).NewSession()
+	defer s.Close()
+	m := sendertest.Message("k:1")
+	m.To = "not an address"
+	_, err := s.Send(context.Background(), m)
+	require.Equal(t, mailtype.Permanent, mailtype.ClassOf(err))
+	require.Equal(t, mailtype.ReasonInvalidAddress, mailtype.ReasonOf(err))
+	require.Equal(t, 0, srv.Count())
+}
