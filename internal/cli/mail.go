@@ -186,11 +186,24 @@ func verdict(m store.MailView) string {
 		if m.EventID == "" {
 			return "not sent: the order was cancelled before its confirmation arrived (tombstone)"
 		}
+		if lastSendUnknown(m) {
+			return "cancelled, but the outcome of the last send is unknown (it ended without an answer): " +
+				"the mail may have been delivered; check the provider for message_id"
+		}
 		return "not sent: the order was cancelled"
 	case mailtype.StatusUnknown:
 		return "may or may not have been delivered (ambiguous send); check the provider, then `mailsvc mail reconcile " + m.DedupeKey + " --delivered|--not-delivered`"
 	}
 	return ""
+}
+
+// lastSendUnknown reports whether the last attempt of m ended without a
+// known outcome: its lease expired mid-send (the janitor's last_error names
+// lease_expired) or the provider's answer was lost (an ambiguous error).
+// Only last_error tells, so the check reads it.
+func lastSendUnknown(m store.MailView) bool {
+	return m.Attempts > 0 && (strings.Contains(m.LastError, string(mailtype.ReasonLeaseExpired)) ||
+		strings.Contains(m.LastError, "("+string(mailtype.Ambiguous)+")"))
 }
 
 func publishState(f store.FeedbackView) string {
