@@ -45,6 +45,8 @@ func TestJanitorRound(t *testing.T) {
 	require.EqualValues(t, 5, b.count(t, `SELECT count(*) FROM mail`))
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailFailed))
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailCancelled))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1
+		AND last_error = 'attempts_exhausted: lease_expired'`, ids[0]))
 
 	again, err := j.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -66,4 +68,36 @@ func TestJanitorLoopStartsAndStops(t *testing.T) {
 	require.NoError(t, j.Stop(context.Background()))
 	require.NoError(t, j.Stop(context.Background()))
 	require.Error(t, j.Start(context.Background()))
+}
+
+// TestJanitorCancelsAnInterruptedSendAsUnknownOutcome is the SIGKILL case:
+// a send took DATA and hung, the order was cancelled, the process died. The
+// janitor cancels the row (it is never retried) after 1 of 8 attempts; its
+// last_error and its one feedback event say that the outcome of the
+// interrupted send is unknown, not that attempts ran out.
+func TestJanitorCancelsAnInterruptedSendAsUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	id := b.insert(t, "42")
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, cancel_requested = true,
+		locked_by = 'killed', locked_until = now() - interval '1 second' WHERE id = $1`, id)
+	j, err := sender.NewJanitor(sender.JanitorConfig{MaxAttempts: 8}, b.sc.Store, nil, nil)
+	require.NoError(t, err)
+	r, err := j.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Expired)
+
+	b.waitRow(t, id, mailtype.StatusCancelled, 1)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND last_error =
+		'lease_expired: the lease expired during a send whose outcome is unknown; the mail may have been delivered'`, id))
+	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE last_error LIKE '%attempts_exhausted%'`))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`), "exactly one terminal event")
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = $1
+		AND payload->'data'->>'error_class' = 'ambiguous' AND payload->'data'->>'error_reason' = 'lease_expired'`,
+		string(mailtype.EmailCancelled)))
+
+	again, err := j.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, again.Expired)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
 }

@@ -14,7 +14,8 @@ import (
 // claim will take again: attempts exhausted (a lease expiry counts as an
 // attempt, so a mail that crashes its worker every time cannot loop
 // forever), or cancel_requested (a cancelled mail is not retried). They
-// become failed, or cancelled when a cancel was requested. The MATERIALIZED
+// become failed ($3 in last_error), or cancelled when a cancel was
+// requested ($4: the outcome of the interrupted send is unknown). The MATERIALIZED
 // CTE bounds the batch; SKIP LOCKED lets replicas run it at once; the rows
 // are found again by primary key (see claimSQL).
 const expireLeasesSQL = `
@@ -30,22 +31,29 @@ UPDATE mail m SET
     status = CASE WHEN m.cancel_requested THEN 'cancelled' ELSE 'failed' END,
     locked_until = NULL,
     locked_by = NULL,
-    last_error = $3,
+    last_error = CASE WHEN m.cancel_requested THEN $4 ELSE $3 END,
     updated_at = now()
 WHERE m.id = ANY (ARRAY(SELECT id FROM dead))
 RETURNING m.status, m.attempts, m.dedupe_key, m.order_id, m.template,
     COALESCE(m.event_id::text, ''), COALESCE(m.provider, '')`
 
+// leaseExpiredUnknown is the last_error (and the event's error) of a
+// cancelled row whose lease expired mid-send: attempts are not exhausted,
+// and whether that send reached the provider is not known.
+const leaseExpiredUnknown = "the lease expired during a send whose outcome is unknown; the mail may have been delivered"
+
 // ExpireLeases ends up to limit rows whose lease expired with attempts >=
 // maxAttempts (failed, EmailFailed with reason attempts_exhausted) or with
-// cancel_requested set (cancelled, EmailCancelled), each with its feedback
-// event in the same transaction. It returns how many rows it ended. Safe to
-// run on every replica at once.
+// cancel_requested set (cancelled, EmailCancelled with class ambiguous and
+// reason lease_expired: the last send may have been delivered), each with
+// its feedback event in the same transaction. It returns how many rows it
+// ended. Safe to run on every replica at once.
 func (s *Store) ExpireLeases(ctx context.Context, maxAttempts, limit int) (int, error) {
 	msg := string(mailtype.ReasonAttemptsExceeded) + ": " + string(mailtype.ReasonLeaseExpired)
+	cancelledMsg := string(mailtype.ReasonLeaseExpired) + ": " + leaseExpiredUnknown
 	n := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, expireLeasesSQL, maxAttempts, limit, msg)
+		rows, err := tx.Query(ctx, expireLeasesSQL, maxAttempts, limit, msg, cancelledMsg)
 		if err != nil {
 			return err
 		}
@@ -59,7 +67,8 @@ func (s *Store) ExpireLeases(ctx context.Context, maxAttempts, limit int) (int, 
 		}
 		for _, f := range fbs {
 			f.Type = feedbackType(f.Status)
-			f.ErrorClass, f.ErrorReason = mailtype.Transient, mailtype.ReasonLeaseExpired
+			f.ErrorClass, f.ErrorReason = mailtype.Ambiguous, mailtype.ReasonLeaseExpired
+			f.Error = leaseExpiredUnknown
 			if f.Status == mailtype.StatusFailed {
 				f.ErrorClass, f.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
 				f.Error = "lease expired on the last attempt"
