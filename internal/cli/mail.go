@@ -53,6 +53,20 @@ func (e *env) openStore(cfg *config.Config) (*store.Store, error) {
 	return st, nil
 }
 
+// withStore loads the config, opens the store (schema checked) and runs fn.
+func (e *env) withStore(fn func(*config.Config, *store.Store) error) error {
+	cfg, err := e.load()
+	if err != nil {
+		return err
+	}
+	st, err := e.openStore(cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	return fn(cfg, st)
+}
+
 // storeError maps a store error to an actionable *ExitError.
 func storeError(cfg *config.Config, key string, err error) error {
 	var se *store.StateError
@@ -81,23 +95,16 @@ func newMailShowCmd(e *env) *cobra.Command {
 			return nil
 		},
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := e.load()
-			if err != nil {
-				return err
-			}
-			st, err := e.openStore(cfg)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			mails, err := showMails(e.ctx, st, args, orderID)
-			if err != nil {
-				return storeError(cfg, strings.Join(args, ""), err)
-			}
-			if asJSON {
-				return writeMailsJSON(e.stdout, mails, orderID == "")
-			}
-			return writeMails(e.stdout, mails)
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				mails, err := showMails(e.ctx, st, args, orderID)
+				if err != nil {
+					return storeError(cfg, strings.Join(args, ""), err)
+				}
+				if asJSON {
+					return writeMailsJSON(e.stdout, mails, orderID == "")
+				}
+				return writeMails(e.stdout, mails)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&orderID, "order", "", "show every mail of this order id (confirmation, resends, tombstones)")
@@ -231,21 +238,14 @@ func newMailResendCmd(e *env) *cobra.Command {
 		Short: "Send a new copy of a sent or failed mail as KEY:resend:N; the original row is never changed",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := e.load()
-			if err != nil {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				newKey, err := st.Resend(e.ctx, args[0], mailtype.AddressDomain(cfg.Mail.From))
+				if err != nil {
+					return storeError(cfg, args[0], err)
+				}
+				_, err = fmt.Fprintf(e.stdout, "created %s (pending) as a copy of %s; follow it with `mailsvc mail show %s`\n", newKey, args[0], newKey)
 				return err
-			}
-			st, err := e.openStore(cfg)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			newKey, err := st.Resend(e.ctx, args[0], mailtype.AddressDomain(cfg.Mail.From))
-			if err != nil {
-				return storeError(cfg, args[0], err)
-			}
-			_, err = fmt.Fprintf(e.stdout, "created %s (pending) as a copy of %s; follow it with `mailsvc mail show %s`\n", newKey, args[0], newKey)
-			return err
+			})
 		},
 	}
 }
@@ -257,28 +257,21 @@ func newMailReconcileCmd(e *env) *cobra.Command {
 		Short: "Settle an unknown mail: --delivered makes it sent (+EmailSent), --not-delivered sends it again",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := e.load()
-			if err != nil {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				res, err := st.Reconcile(e.ctx, args[0], delivered)
+				if err != nil {
+					return storeError(cfg, args[0], err)
+				}
+				msg := fmt.Sprintf("%s is now %s", args[0], res.Status)
+				if res.Feedback != "" {
+					msg += "; " + string(res.Feedback) + " written to the outbox"
+				}
+				if res.Status == mailtype.StatusPending {
+					msg += "; a sender will attempt it again now"
+				}
+				_, err = fmt.Fprintln(e.stdout, msg)
 				return err
-			}
-			st, err := e.openStore(cfg)
-			if err != nil {
-				return err
-			}
-			defer st.Close()
-			res, err := st.Reconcile(e.ctx, args[0], delivered)
-			if err != nil {
-				return storeError(cfg, args[0], err)
-			}
-			msg := fmt.Sprintf("%s is now %s", args[0], res.Status)
-			if res.Feedback != "" {
-				msg += "; " + string(res.Feedback) + " written to the outbox"
-			}
-			if res.Status == mailtype.StatusPending {
-				msg += "; a sender will attempt it again now"
-			}
-			_, err = fmt.Fprintln(e.stdout, msg)
-			return err
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&delivered, "delivered", false, "the provider or the customer confirms the mail arrived")
