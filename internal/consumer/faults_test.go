@@ -241,7 +241,10 @@ func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
 	require.NoError(t, ch.Close())
 	b.publish(t, "order.confirmed", []byte(`not json`), body(t, confirmedNow("970")))
 	r.waitConsumed(t, 2)
-	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "inserted"))
+	// The confirm may have committed in the session the failed dead-letter
+	// ended (then its redelivery is a duplicate): either way one row.
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "inserted")+r.consumed(t, "OrderConfirmed", "duplicate"))
+	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-confirmed:970'`))
 	require.Equal(t, 1, r.consumed(t, "other", "dead_lettered"))
 	require.Equal(t, int64(2), r.c.SessionsForTest(), "one reconnect repaired the topology")
 	dead := b.deadLetters(t)
