@@ -159,8 +159,10 @@ func (r *chaosRig) step(rng *rand.Rand) {
 
 func TestChaos(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 42))
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 42))
 	r := newChaosRig(t)
+	r.note("random seed %d (the plan and the fault schedule derive from it)", seed)
 	fb := newFeedbackQueue(t, r.s.names)
 	pub := newPublisher(t, r.s.names)
 	_, err := r.s.cli("migrate")
