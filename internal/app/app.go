@@ -107,26 +107,11 @@ func (w *wiring) build() ([]named, error) {
 	parts = append(parts, named{"relay", rel})
 	w.wakeRelay = rel.Wake
 	// sender (issue 4): workers sending through sender.provider, and the janitor.
-	var prov sender.Provider
-	if w.cfg.Sender.Provider == "resend" {
-		prov, err = resend.New(resend.ConfigFrom(w.cfg))
-	} else {
-		prov, err = smtp.New(smtp.ConfigFrom(w.cfg))
-	}
+	senderParts, err := w.buildSender()
 	if err != nil {
-		return nil, fmt.Errorf("build sender provider: %w", err)
+		return nil, err
 	}
-	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
-		Metrics: sender.NewMetrics(w.reg), Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
-	if err != nil {
-		return nil, fmt.Errorf("build sender: %w", err)
-	}
-	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), w.store, w.log, func() { w.wakeRelay() })
-	if err != nil {
-		return nil, fmt.Errorf("build janitor: %w", err)
-	}
-	parts = append(parts, named{"sender", pool}, named{"janitor", jan})
-	w.wakeSender = pool.Wake
+	parts = append(parts, senderParts...)
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
 	cons, err := consumer.New(consumer.FromConfig(w.cfg), consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
@@ -171,4 +156,30 @@ func run(ctx context.Context, log *slog.Logger, parts []named, fatal <-chan erro
 	}
 	log.Info("mailsvc stopped")
 	return runErr
+}
+
+// buildSender builds the sender pool on the provider of sender.provider,
+// and the janitor; it sets w.wakeSender.
+func (w *wiring) buildSender() ([]named, error) {
+	var prov sender.Provider
+	var err error
+	if w.cfg.Sender.Provider == "resend" {
+		prov, err = resend.New(resend.ConfigFrom(w.cfg))
+	} else {
+		prov, err = smtp.New(smtp.ConfigFrom(w.cfg))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build sender provider: %w", err)
+	}
+	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
+		Metrics: sender.NewMetrics(w.reg), Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
+	if err != nil {
+		return nil, fmt.Errorf("build sender: %w", err)
+	}
+	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), w.store, w.log, func() { w.wakeRelay() })
+	if err != nil {
+		return nil, fmt.Errorf("build janitor: %w", err)
+	}
+	w.wakeSender = pool.Wake
+	return []named{{"sender", pool}, {"janitor", jan}}, nil
 }
