@@ -187,3 +187,12 @@ func (p policyTemplates) Settings(string) (templates.Settings, error) {
 }
 
 func key(orderID string) string { return fmt.Sprintf("order-confirmed:%s", orderID) }
+
+// requireAttempts waits until the attempts counter of provider and outcome
+// reads want: the recorder counts an attempt right after its commit, so a
+// row's status may be visible a moment before the counter moves.
+func requireAttempts(t *testing.T, m *sender.Metrics, provider, outcome string, want int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return attempts(m, provider, outcome) == want }, 10*time.Second, 5*time.Millisecond,
+		"mailsvc_send_attempts_total{provider=%q,outcome=%q} never reached %d (now %d)", provider, outcome, want, attempts(m, provider, outcome))
+}
