@@ -53,7 +53,11 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8)}
+	ns, err := st.IdempotencyNamespace(ctx, cfg.Mail.IdempotencyNamespace)
+	if err != nil {
+		return err
+	}
+	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8), namespace: ns}
 	parts, err := w.build()
 	if err != nil {
 		return err
@@ -75,6 +79,8 @@ type wiring struct {
 	brokerMetrics *broker.Metrics
 	// templates renders mails; built once.
 	templates *templates.Registry
+	// namespace is the resolved mail.idempotency_namespace.
+	namespace string
 	// wakeSender and wakeRelay signal, in process, that the consumer wrote a
 	// mail row or that anyone wrote an outbox row; no-ops until the sender
 	// and the relay are wired.
@@ -113,7 +119,9 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, senderParts...)
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
-	cons, err := consumer.New(consumer.FromConfig(w.cfg), consumer.Options{
+	ccfg := consumer.FromConfig(w.cfg)
+	ccfg.IdempotencyNamespace = w.namespace
+	cons, err := consumer.New(ccfg, consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
 		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
 	})
@@ -171,12 +179,14 @@ func (w *wiring) buildSender() ([]named, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build sender provider: %w", err)
 	}
+	metrics := sender.NewMetrics(w.reg)
 	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
-		Metrics: sender.NewMetrics(w.reg), Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
+		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}
-	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), w.store, w.log, func() { w.wakeRelay() })
+	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
+		Templates: w.templates, Metrics: metrics, Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build janitor: %w", err)
 	}

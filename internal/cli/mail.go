@@ -239,7 +239,11 @@ func newMailResendCmd(e *env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				newKey, err := st.Resend(e.ctx, args[0], mailtype.AddressDomain(cfg.Mail.From))
+				ns, err := st.IdempotencyNamespace(e.ctx, cfg.Mail.IdempotencyNamespace)
+				if err != nil {
+					return storeError(cfg, args[0], err)
+				}
+				newKey, err := st.Resend(e.ctx, args[0], mailtype.AddressDomain(cfg.Mail.From), ns)
 				if err != nil {
 					return storeError(cfg, args[0], err)
 				}

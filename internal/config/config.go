@@ -81,11 +81,16 @@ type Sender struct {
 	Lease time.Duration `mapstructure:"lease" yaml:"lease"`
 	// SendTimeout is the hard deadline around one whole provider call.
 	SendTimeout time.Duration `mapstructure:"send_timeout" yaml:"send_timeout"`
-	// MaxAttempts is the number of attempts before a mail fails; a lease
-	// expiry counts as an attempt.
+	// MaxAttempts is the number of sends started before a mail fails; a
+	// claim that never handed the mail to the provider spends none.
 	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
 	// AmbiguousPolicy is "retry" or "unknown"; templates may override it.
 	AmbiguousPolicy string `mapstructure:"ambiguous_policy" yaml:"ambiguous_policy"`
+	// AmbiguousRetries is how many resends the retry policy allows after
+	// ambiguous outcomes of one mail; the next ambiguous outcome ends
+	// unknown. Not applied where a resend cannot duplicate (Resend within
+	// its 24 h key window, an SMTP relay honouring smtp.idempotency_header).
+	AmbiguousRetries int `mapstructure:"ambiguous_retries" yaml:"ambiguous_retries"`
 	// RetryBackoff and RetryBackoffMax are the first and largest delay
 	// between attempts (exponential, with jitter).
 	RetryBackoff    time.Duration `mapstructure:"retry_backoff" yaml:"retry_backoff"`
@@ -127,7 +132,15 @@ type Resend struct {
 // Mail configures the mails themselves.
 type Mail struct {
 	// From is the sender address, e.g. "Shop <orders@example.com>".
+	// Stored with each mail row when it is written: a change applies to new
+	// mails only.
 	From string `mapstructure:"from" yaml:"from"`
+	// ReplyTo, when set, is the Reply-To address of new mails.
+	ReplyTo string `mapstructure:"reply_to" yaml:"reply_to"`
+	// IdempotencyNamespace prefixes every provider idempotency key (Resend's
+	// Idempotency-Key, smtp.idempotency_header); "" means the deployment id
+	// that `mailsvc migrate` generated in the database.
+	IdempotencyNamespace string `mapstructure:"idempotency_namespace" yaml:"idempotency_namespace"`
 	// MaxEventAge is the default oldest event that is still sent; older
 	// ones are recorded as failed with reason stale.
 	MaxEventAge time.Duration `mapstructure:"max_event_age" yaml:"max_event_age"`

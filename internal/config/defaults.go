@@ -37,6 +37,7 @@ var defaults = map[string]any{
 	"sender.send_timeout":      30 * time.Second,
 	"sender.max_attempts":      8,
 	"sender.ambiguous_policy":  "retry",
+	"sender.ambiguous_retries": 1,
 	"sender.retry_backoff":     5 * time.Second,
 	"sender.retry_backoff_max": 30 * time.Minute,
 	"sender.rate_limit":        0.0,
@@ -55,8 +56,10 @@ var defaults = map[string]any{
 	"resend.api_key_file": "",
 	"resend.base_url":     "https://api.resend.com/",
 
-	"mail.from":          "",
-	"mail.max_event_age": 24 * time.Hour,
+	"mail.from":                  "",
+	"mail.max_event_age":         24 * time.Hour,
+	"mail.reply_to":              "",
+	"mail.idempotency_namespace": "",
 
 	"relay.batch_size":      100,
 	"relay.poll_interval":   time.Second,

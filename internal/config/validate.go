@@ -27,6 +27,14 @@ func (c *Config) Validate() error {
 	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {
 		bad("mail.from", "%q is not an address: %v", c.Mail.From, err)
 	}
+	if c.Mail.ReplyTo != "" {
+		if _, err := mail.ParseAddress(c.Mail.ReplyTo); err != nil {
+			bad("mail.reply_to", "%q is not an address: %v", c.Mail.ReplyTo, err)
+		}
+	}
+	if ns := c.Mail.IdempotencyNamespace; len(ns) > 64 || strings.ContainsAny(ns, " \t\r\n") {
+		bad("mail.idempotency_namespace", "must be at most 64 characters without spaces, got %q", ns)
+	}
 	if c.Templates.Dir != "" {
 		if st, err := os.Stat(c.Templates.Dir); err != nil || !st.IsDir() {
 			bad("templates.dir", "%q is not a readable directory", c.Templates.Dir)
@@ -113,6 +121,9 @@ func (c *Config) validateSender(bad func(string, string, ...any)) {
 	positive(bad, "sender.workers", s.Workers)
 	positive(bad, "sender.batch_size", s.BatchSize)
 	positive(bad, "sender.max_attempts", s.MaxAttempts)
+	if s.AmbiguousRetries < 0 {
+		bad("sender.ambiguous_retries", "must be >= 0, got %d", s.AmbiguousRetries)
+	}
 	if s.RateLimit < 0 {
 		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
 	}

@@ -48,9 +48,16 @@ type Config struct {
 	// MaxEventAge is the oldest OrderConfirmed still sent (mail.max_event_age);
 	// a template's own MaxEventAge overrides it. 0 means 24h.
 	MaxEventAge time.Duration
-	// MailFrom is mail.from; its domain is the right-hand side of every
-	// Message-ID.
+	// MailFrom is mail.from, stored with every new mail row as its From;
+	// its domain is the right-hand side of every Message-ID.
 	MailFrom string
+	// MailReplyTo is mail.reply_to, stored with every new mail row ("" for
+	// no Reply-To).
+	MailReplyTo string
+	// IdempotencyNamespace prefixes the idempotency key stored with every
+	// new mail row (mailtype.IdempotencyKey); the daemon sets the resolved
+	// mail.idempotency_namespace (store.IdempotencyNamespace).
+	IdempotencyNamespace string
 	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
 	// reconnects (capped exponential, jitter); 0 means 500ms and 30s.
 	ReconnectBackoff, ReconnectBackoffMax time.Duration
@@ -73,8 +80,9 @@ func FromConfig(cfg *config.Config) Config {
 		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
 		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
 		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
-		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From,
-		ReconnectBackoff: a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
+		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
+		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
+		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
 	}
 }
 

@@ -114,6 +114,7 @@ func New(cfg Config, o Options) (*Consumer, error) {
 		cfg: cfg, store: o.Store, log: o.Log.With("component", "consumer"),
 		decider: &Decider{
 			MaxBytes: cfg.MaxMessageBytes, MaxEventAge: cfg.MaxEventAge,
+			From: cfg.MailFrom, ReplyTo: cfg.MailReplyTo, IdempotencyNamespace: cfg.IdempotencyNamespace,
 			FromDomain: mailtype.AddressDomain(cfg.MailFrom), Templates: o.Templates,
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),

@@ -67,7 +67,12 @@ type Decider struct {
 	MaxEventAge time.Duration
 	// FromDomain is the domain of Message-IDs (mail.from's domain).
 	FromDomain string
-	Templates  Renderer
+	// From, ReplyTo and IdempotencyNamespace complete the envelope stored
+	// with each new mail (mail.from, mail.reply_to, the resolved
+	// mail.idempotency_namespace), so that every attempt sends the same
+	// bytes whatever the config says later.
+	From, ReplyTo, IdempotencyNamespace string
+	Templates                           Renderer
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -151,8 +156,10 @@ func (d *Decider) confirmed(env *envelope, eventID, orderID string, data *orderD
 		EventID: eventID, DedupeKey: *env.DedupeKey, OrderID: orderID, Template: templates.OrderConfirmed,
 		Locale: r.Locale, ToEmail: to, Payload: env.Data,
 		Subject: r.Subject, BodyText: r.Text, BodyHTML: r.HTML,
-		MessageID:  mailtype.MessageID(*env.DedupeKey, d.FromDomain),
-		OccurredAt: order.OccurredAt, Stale: d.now().Sub(order.OccurredAt) > maxAge, MaxAge: maxAge,
+		MessageID: mailtype.MessageID(*env.DedupeKey, d.FromDomain),
+		From:      d.From, ToName: r.ToName, ReplyTo: d.ReplyTo,
+		IdempotencyKey: mailtype.IdempotencyKey(d.IdempotencyNamespace, *env.DedupeKey),
+		OccurredAt:     order.OccurredAt, Stale: d.now().Sub(order.OccurredAt) > maxAge, MaxAge: maxAge,
 	}, nil
 }
 

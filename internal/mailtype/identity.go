@@ -24,14 +24,23 @@ func MessageID(dedupeKey, domain string) string {
 // characters (Resend API reference, "Idempotency Key").
 const MaxIdempotencyKey = 256
 
-// IdempotencyKey returns the provider idempotency key of a mail: the
-// dedupe key itself, or "sha256:" + its hex SHA-256 when it is longer than
-// MaxIdempotencyKey.
-func IdempotencyKey(dedupeKey string) string {
-	if len(dedupeKey) <= MaxIdempotencyKey {
-		return dedupeKey
+// IdempotencyKey returns the provider idempotency key of a mail: namespace
+// + ":" + dedupeKey (the dedupe key alone when namespace is ""), or
+// "sha256:" + the hex SHA-256 of that text when it is longer than
+// MaxIdempotencyKey. The namespace is the deployment's
+// (mail.idempotency_namespace): Resend replays the first response of a key
+// for 24 h to anyone using the same API key, so two deployments sharing an
+// account and reusing order ids must never share keys. The key is computed
+// once, when the row is written, and stored with it.
+func IdempotencyKey(namespace, dedupeKey string) string {
+	key := dedupeKey
+	if namespace != "" {
+		key = namespace + ":" + dedupeKey
 	}
-	sum := sha256.Sum256([]byte(dedupeKey))
+	if len(key) <= MaxIdempotencyKey {
+		return key
+	}
+	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 

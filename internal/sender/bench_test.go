@@ -176,7 +176,7 @@ func benchClaim(b *testing.B, sent int) {
 	if err := sc.Store.AnalyzeForTest(ctx); err != nil {
 		b.Fatal(err)
 	}
-	p := store.ClaimParams{Limit: 10, Lease: time.Minute, Worker: "bench", MaxAttempts: 8}
+	p := store.ClaimParams{Limit: 10, Lease: time.Minute, Worker: "bench"}
 	plan, err := sc.Store.ExplainClaimForTest(ctx, p)
 	if err != nil {
 		b.Fatal(err)

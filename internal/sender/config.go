@@ -26,12 +26,19 @@ type Config struct {
 	// SendTimeout is the hard deadline around one whole provider call
 	// (default 30s).
 	SendTimeout time.Duration
-	// MaxAttempts is the number of attempts before a mail fails (default 8);
-	// a lease expiry counts as an attempt.
+	// MaxAttempts is the number of sends started before a mail fails
+	// (default 8); a claim that never handed the mail to the provider spends
+	// none, a send whose lease expired spends one.
 	MaxAttempts int
 	// AmbiguousPolicy is what an ambiguous SMTP outcome leads to (default
 	// retry); a template's setting overrides it.
 	AmbiguousPolicy mailtype.AmbiguousPolicy
+	// AmbiguousRetries is how many resends the retry policy makes after
+	// ambiguous outcomes of one mail before the next ambiguous outcome ends
+	// it unknown (sender.ambiguous_retries; default 1, NoAmbiguousRetries
+	// for none). It does not apply where a resend cannot duplicate (the
+	// provider's IdempotencyWindow).
+	AmbiguousRetries int
 	// RetryBackoff and RetryBackoffMax are the first and largest delay
 	// between attempts (defaults 5s and 30m; exponential with jitter).
 	RetryBackoff    time.Duration
@@ -58,16 +65,25 @@ type Config struct {
 	Secrets []string
 }
 
+// NoAmbiguousRetries is Config.AmbiguousRetries for "no resend after an
+// ambiguous outcome" (sender.ambiguous_retries: 0), since 0 means the
+// default.
+const NoAmbiguousRetries = -1
+
 // ConfigFrom copies the sender settings of a loaded configuration.
 func ConfigFrom(c *config.Config) Config {
 	s := c.Sender
-	return Config{
+	cfg := Config{
 		Workers: s.Workers, BatchSize: s.BatchSize, Lease: s.Lease, SendTimeout: s.SendTimeout,
 		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
 		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
 		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
-		Secrets: secretsOf(c),
+		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c),
 	}
+	if s.AmbiguousRetries == 0 {
+		cfg.AmbiguousRetries = NoAmbiguousRetries
+	}
+	return cfg
 }
 
 // secretsOf lists the configured credentials that must never appear in an
@@ -100,6 +116,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AmbiguousPolicy == "" {
 		c.AmbiguousPolicy = mailtype.PolicyRetry
+	}
+	if c.AmbiguousRetries == 0 {
+		c.AmbiguousRetries = 1
 	}
 	def(&c.Lease, 2*time.Minute)
 	def(&c.SendTimeout, 30*time.Second)

@@ -17,9 +17,15 @@ const IdempotencyMargin = time.Hour
 // attempt is what decide needs to know about the attempt besides its
 // error: the facts of the row and the rules that apply to it.
 type attempt struct {
-	// Token is the attempt number (the fencing token).
-	Token       int
+	// Sends is the number of sends of the row, this one included (the
+	// attempts spent); MaxAttempts bounds it.
+	Sends       int
 	MaxAttempts int
+	// Ambiguous is how many earlier sends of the row ended ambiguous;
+	// AmbiguousRetries is how many ambiguous outcomes the retry policy
+	// resends (sender.ambiguous_retries).
+	Ambiguous        int
+	AmbiguousRetries int
 	// Policy is the mail's ambiguous-outcome policy (template override
 	// applied).
 	Policy mailtype.AmbiguousPolicy
@@ -43,72 +49,87 @@ type verdict struct {
 }
 
 // resendIsSafe reports whether sending the mail again cannot deliver it
-// twice: the provider honours an idempotency key and the first attempt is
-// young enough for the key to be alive.
+// twice: the provider honours an idempotency key (Resend's Idempotency-Key,
+// a relay reading smtp.idempotency_header) and the first attempt is young
+// enough for the key to be alive.
 func (a attempt) resendIsSafe() bool {
 	return a.Window > 0 && a.Age < a.Window-IdempotencyMargin
 }
 
-// retryAmbiguous reports whether an ambiguous outcome is retried: always
-// while a resend is safe (Resend within 24 h), else by the policy.
+// retryAmbiguous reports whether an ambiguous outcome is sent again:
+// always while a resend is safe, never once an idempotent provider's key
+// expired, else under the retry policy while the ambiguity budget lasts
+// (sender.ambiguous_retries resends per mail).
 func (a attempt) retryAmbiguous() bool {
-	return a.resendIsSafe() || (a.Window == 0 && a.Policy == mailtype.PolicyRetry)
+	switch {
+	case a.resendIsSafe():
+		return true
+	case a.Window > 0:
+		return false
+	}
+	return a.Policy == mailtype.PolicyRetry && a.Ambiguous < a.AmbiguousRetries
 }
 
-// decide classifies the outcome of one send attempt (DESIGN.md section 6).
-// Transient: back to pending with exponential backoff and jitter (at least
-// the provider's Retry-After), or failed once attempts are exhausted.
-// Permanent: failed. Ambiguous: retried like a transient error when
-// retryAmbiguous, else unknown; exhausted attempts end unknown too, since
-// the mail may have gone. Any non-sent outcome of a mail whose cancel was
-// requested ends cancelled instead (never retried), except unknown, which
-// stays unknown because the mail may have gone.
+// decide classifies the outcome of one send attempt (docs/design.md,
+// "Error classes"). Transient: back to pending with exponential backoff
+// and jitter (at least the provider's Retry-After), or failed once the
+// sends are exhausted. Permanent: failed. Ambiguous: sent again after a
+// backoff when retryAmbiguous and sends remain, else unknown: a mail whose
+// last attempt is ambiguous ends unknown under either policy, never
+// failed, since it may have been delivered. A reused idempotency key
+// (Resend's 409 invalid_idempotent_request) means an earlier attempt
+// reached the provider: unknown, never retried. A non-sent outcome of a
+// mail whose cancel was requested ends cancelled instead (never retried),
+// unless it is ambiguous: then unknown.
 func decide(err error, r Receipt, a attempt) verdict {
 	if err == nil {
 		return verdict{Outcome: OutcomeSent, Record: store.Outcome{
 			Status: mailtype.StatusSent, Provider: a.Provider, ProviderMessageID: r.ProviderMessageID}}
 	}
-	class := mailtype.ClassOf(err)
+	class, reason := mailtype.ClassOf(err), mailtype.ReasonOf(err)
+	if reason == mailtype.ReasonIdempotencyReuse {
+		class = mailtype.Ambiguous
+	}
 	rec := store.Outcome{
-		Provider: a.Provider, ErrorClass: class, ErrorReason: mailtype.ReasonOf(err),
+		Provider: a.Provider, ErrorClass: class, ErrorReason: reason,
 		Error: mailtype.Sanitize(err.Error(), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
+		Ambiguous: class == mailtype.Ambiguous,
 	}
 	v := verdict{Outcome: string(class), Record: rec}
 	var te *ThrottleError
 	if errors.As(err, &te) {
 		v.Throttle = te.After
 	}
+	retry := max(backoff.Delay(a.Sends, a.RetryBackoff, a.RetryBackoffMax), v.Throttle)
 	switch {
+	case class == mailtype.Ambiguous:
+		v.Record.IfCancelRequested = mailtype.StatusUnknown
+		v.Record.Status = mailtype.StatusUnknown
+		if reason != mailtype.ReasonIdempotencyReuse && a.retryAmbiguous() && a.Sends < a.MaxAttempts {
+			v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
+		}
 	case class == mailtype.Permanent:
 		v.Record.Status = mailtype.StatusFailed
-	case class == mailtype.Ambiguous && !a.retryAmbiguous():
-		v.Record.Status, v.Record.IfCancelRequested = mailtype.StatusUnknown, mailtype.StatusUnknown
-	case a.Token >= a.MaxAttempts && class == mailtype.Ambiguous:
-		v.Record.Status, v.Record.IfCancelRequested = mailtype.StatusUnknown, mailtype.StatusUnknown
-	case a.Token >= a.MaxAttempts:
+	case a.Sends >= a.MaxAttempts:
 		v.Record.Status = mailtype.StatusFailed
 		// The message keeps the last error with its own reason.
 		v.Record.ErrorClass, v.Record.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
 	default:
-		v.Record.Status = mailtype.StatusPending
-		v.Record.RetryAfter = max(backoff.Delay(a.Token, a.RetryBackoff, a.RetryBackoffMax), v.Throttle)
+		v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
 	}
 	return v
 }
 
-// reclaimVerdict decides, before sending, about a row whose previous
-// attempt ended without an outcome (its lease expired: the worker crashed
-// or stopped mid-send). Whether that attempt reached the provider is
-// unknown, so the row is resent only where a resend may be: the policy is
-// retry, or the provider's idempotency key is still alive. Otherwise it
-// becomes unknown without sending (at-most-once, DESIGN.md invariant 9).
-func reclaimVerdict(a attempt) (verdict, bool) {
-	if a.retryAmbiguous() {
-		return verdict{}, false
-	}
-	return verdict{Outcome: OutcomeAmbiguous, Record: store.Outcome{
-		Status: mailtype.StatusUnknown, IfCancelRequested: mailtype.StatusUnknown, Provider: a.Provider,
-		ErrorClass: mailtype.Ambiguous, ErrorReason: mailtype.ReasonLeaseExpired,
-		Error: "the previous attempt ended without an outcome; not resent under the unknown policy",
-	}}, true
+// releaseVerdict ends a claim that never handed the mail to the provider
+// (a stop before the send, a cancel requested while it waited): back to
+// pending, due now, or cancelled with a cancel requested. Nothing is spent.
+func releaseVerdict() verdict {
+	return verdict{Record: store.Outcome{Status: mailtype.StatusPending,
+		IfCancelRequested: mailtype.StatusCancelled, Release: true}}
 }
+
+// errLeaseExpired is the ambiguous outcome of a send whose lease expired
+// before its owner recorded anything: the worker crashed, paused or lost
+// the database after handing the mail over.
+var errLeaseExpired = mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonLeaseExpired,
+	errors.New("the lease expired after the send started and before its outcome was recorded; the mail may have been delivered"))

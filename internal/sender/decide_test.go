@@ -10,14 +10,20 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-func smtpAttempt(token int, policy mailtype.AmbiguousPolicy) attempt {
-	return attempt{Token: token, MaxAttempts: 3, Policy: policy, Provider: "smtp",
+func smtpAttempt(sends int, policy mailtype.AmbiguousPolicy) attempt {
+	return attempt{Sends: sends, MaxAttempts: 3, AmbiguousRetries: 1, Policy: policy, Provider: "smtp",
 		RetryBackoff: time.Second, RetryBackoffMax: time.Minute}
 }
 
-func resendAttempt(token int, age time.Duration) attempt {
-	return attempt{Token: token, MaxAttempts: 3, Policy: mailtype.PolicyUnknown, Provider: "resend",
+func resendAttempt(sends int, age time.Duration) attempt {
+	return attempt{Sends: sends, MaxAttempts: 3, AmbiguousRetries: 1, Policy: mailtype.PolicyUnknown, Provider: "resend",
 		Window: 24 * time.Hour, Age: age, RetryBackoff: time.Second, RetryBackoffMax: time.Minute}
+}
+
+// withAmbiguous returns a with n earlier ambiguous outcomes.
+func withAmbiguous(a attempt, n int) attempt {
+	a.Ambiguous = n
+	return a
 }
 
 func TestDecide(t *testing.T) {
@@ -26,6 +32,8 @@ func TestDecide(t *testing.T) {
 	permanent := mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, errors.New("550 no <b@example.com>"))
 	ambiguous := mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonTimeout, errors.New("no reply after DATA"))
 	throttled := &ThrottleError{After: 10 * time.Minute, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429"))}
+	reused := mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse, errors.New("409 invalid_idempotent_request"))
+	reusedAsPermanent := mailtype.NewError(mailtype.Permanent, mailtype.ReasonIdempotencyReuse, errors.New("409"))
 	for _, c := range []struct {
 		name     string
 		err      error
@@ -39,10 +47,23 @@ func TestDecide(t *testing.T) {
 		{"transient exhausted", transient, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusFailed, mailtype.StatusCancelled, OutcomeTransient},
 		{"unclassified is transient", errors.New("boom"), smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
 		{"permanent", permanent, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusFailed, mailtype.StatusCancelled, OutcomePermanent},
-		{"ambiguous retry policy", ambiguous, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeAmbiguous},
+		{"ambiguous retry policy", ambiguous, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"ambiguous budget spent", ambiguous, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"ambiguous after a transient", ambiguous, smtpAttempt(2, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"deduping relay ignores the budget", ambiguous, withAmbiguous(func() attempt {
+			a := smtpAttempt(2, mailtype.PolicyRetry)
+			a.Window = 24 * time.Hour
+			return a
+		}(), 5), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"reused key is unknown", reused, resendAttempt(1, time.Hour), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"reused key is never failed", reusedAsPermanent, resendAttempt(1, time.Hour), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"ambiguous retry exhausted", ambiguous, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"ambiguous unknown policy", ambiguous, smtpAttempt(1, mailtype.PolicyUnknown), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
-		{"resend ambiguous young", ambiguous, resendAttempt(1, time.Hour), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeAmbiguous},
+		{"resend ambiguous young", ambiguous, withAmbiguous(resendAttempt(1, time.Hour), 7), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"resend ambiguous last attempt", ambiguous, resendAttempt(3, time.Hour), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"lease expired on the last attempt", errLeaseExpired, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"lease expired, unknown policy", errLeaseExpired, smtpAttempt(1, mailtype.PolicyUnknown), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"lease expired, retry policy", errLeaseExpired, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"resend ambiguous old", ambiguous, resendAttempt(1, 23*time.Hour+time.Minute), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"throttled", throttled, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
 	} {
@@ -54,6 +75,7 @@ func TestDecide(t *testing.T) {
 			require.Equal(t, c.outcome, v.Outcome)
 			require.Equal(t, c.a.Provider, v.Record.Provider)
 			require.NotContains(t, v.Record.Error, "b@example.com")
+			require.Equal(t, c.outcome == OutcomeAmbiguous, v.Record.Ambiguous, "counted against the ambiguity budget")
 		})
 	}
 }
@@ -77,16 +99,12 @@ func TestDecideDelays(t *testing.T) {
 	require.Equal(t, "deferred (transient): 451", exhausted.Record.Error)
 }
 
-func TestReclaimVerdict(t *testing.T) {
+func TestReleaseVerdictSpendsNothing(t *testing.T) {
 	t.Parallel()
-	_, skip := reclaimVerdict(smtpAttempt(2, mailtype.PolicyRetry))
-	require.False(t, skip, "retry policy resends")
-	_, skip = reclaimVerdict(resendAttempt(2, time.Hour))
-	require.False(t, skip, "a live idempotency key makes the resend safe")
-	v, skip := reclaimVerdict(smtpAttempt(2, mailtype.PolicyUnknown))
-	require.True(t, skip)
-	require.Equal(t, mailtype.StatusUnknown, v.Record.Status)
-	require.Equal(t, mailtype.ReasonLeaseExpired, v.Record.ErrorReason)
-	_, skip = reclaimVerdict(resendAttempt(2, 25*time.Hour))
-	require.True(t, skip)
+	v := releaseVerdict()
+	require.True(t, v.Record.Release)
+	require.False(t, v.Record.Ambiguous)
+	require.Equal(t, mailtype.StatusPending, v.Record.Status)
+	require.Equal(t, mailtype.StatusCancelled, v.Record.IfCancelRequested)
+	require.Zero(t, v.Record.RetryAfter)
 }

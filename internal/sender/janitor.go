@@ -10,12 +10,15 @@ import (
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 // JanitorStore is what the janitor needs from the database; *store.Store
 // implements it.
 type JanitorStore interface {
-	ExpireLeases(ctx context.Context, maxAttempts, limit int) (int, error)
+	ExpiredSends(ctx context.Context, limit int) ([]store.ExpiredSend, error)
+	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
 	DeleteFinished(ctx context.Context, window time.Duration, limit int) (int64, error)
 	CountUnknown(ctx context.Context) (int64, error)
 }
@@ -24,9 +27,10 @@ type JanitorStore interface {
 type JanitorConfig struct {
 	// Interval is the time between two rounds (default 30s).
 	Interval time.Duration
-	// MaxAttempts is sender.max_attempts: a row whose lease expired with
-	// this many attempts is failed.
-	MaxAttempts int
+	// Sender is the pool's configuration: a send whose lease expired is
+	// judged by the same rules as one that ended ambiguous in a worker
+	// (max attempts, ambiguous policy and budget, backoff).
+	Sender Config
 	// RetentionWindow is retention.window: sent, failed and cancelled rows
 	// older than this are deleted. 0 disables deletion.
 	RetentionWindow time.Duration
@@ -41,7 +45,7 @@ type JanitorConfig struct {
 
 // JanitorConfigFrom copies the janitor's settings of a loaded configuration.
 func JanitorConfigFrom(c *config.Config) JanitorConfig {
-	return JanitorConfig{MaxAttempts: c.Sender.MaxAttempts, RetentionWindow: c.Retention.Window}
+	return JanitorConfig{Sender: ConfigFrom(c), RetentionWindow: c.Retention.Window}
 }
 
 func (c JanitorConfig) withDefaults() JanitorConfig {
@@ -57,14 +61,34 @@ func (c JanitorConfig) withDefaults() JanitorConfig {
 	if c.DBTimeout <= 0 {
 		c.DBTimeout = 30 * time.Second
 	}
+	c.Sender = c.Sender.WithDefaults()
 	return c
+}
+
+// JanitorDeps are what a Janitor is built from.
+type JanitorDeps struct {
+	// Store and Provider are required; the provider gives its name and
+	// idempotency window, it is never called.
+	Store    JanitorStore
+	Provider Provider
+	// Templates, when set, may override the ambiguous policy per template.
+	Templates TemplateSettings
+	// Metrics may be shared with the pool; nil means unregistered metrics.
+	Metrics *Metrics
+	// Log receives the janitor's logs; nil discards them.
+	Log *slog.Logger
+	// OnOutboxWritten, when set, is called after a round wrote feedback
+	// events. It must not block.
+	OnOutboxWritten func()
 }
 
 // Round is what one janitor round did.
 type Round struct {
-	// Expired is how many rows whose last lease expired were ended (failed,
-	// or cancelled when a cancel was requested).
-	Expired int
+	// Settled is how many rows whose lease expired got a verdict: a send
+	// that had started is an ambiguous outcome (retried after a backoff, or
+	// unknown), a claim with a cancel requested that never started ends
+	// cancelled.
+	Settled int
 	// Deleted is how many finished rows were deleted for retention.
 	Deleted int64
 	// Unknown is how many rows wait in `unknown` for an operator; they are
@@ -72,17 +96,21 @@ type Round struct {
 	Unknown int64
 }
 
-// Janitor is one cheap loop, safe on every replica at once (its statements
-// skip rows another replica holds): it ends `sending` rows whose lease
-// expired with attempts exhausted (a lease expiry counts as an attempt, so
-// a mail that crashes its worker every time cannot loop forever), deletes
-// finished rows older than the retention window in small batches, and
-// counts unknown rows. Start and Stop are safe for concurrent use.
+// Janitor is one cheap loop, safe on every replica at once (its writes are
+// fenced): it settles `sending` rows whose lease expired after their send
+// started (the worker crashed, paused or lost the database mid-send: the
+// mail may have been delivered, so this is an ambiguous outcome, judged by
+// the pool's rules; the token is kept, so that the original worker can
+// still record the provider's answer if it comes back), deletes finished
+// rows older than the retention window in small batches, and counts
+// unknown rows. Expired claims that never started a send need no janitor:
+// the next claim takes them. Start and Stop are safe for concurrent use.
 type Janitor struct {
-	cfg             JanitorConfig
-	st              JanitorStore
-	log             *slog.Logger
-	onOutboxWritten func()
+	cfg     JanitorConfig
+	deps    JanitorDeps
+	log     *slog.Logger
+	metrics *Metrics
+	rules   rules
 
 	mu      sync.Mutex
 	state   int
@@ -90,17 +118,27 @@ type Janitor struct {
 	stopped chan struct{}
 }
 
-// NewJanitor returns a Janitor that has not started. log may be nil;
-// onOutboxWritten, when set, is called after a round wrote feedback events.
-func NewJanitor(cfg JanitorConfig, st JanitorStore, log *slog.Logger, onOutboxWritten func()) (*Janitor, error) {
+// NewJanitor returns a Janitor that has not started. It returns an error
+// naming the config key when cfg.Sender is invalid or a dependency is
+// missing.
+func NewJanitor(cfg JanitorConfig, deps JanitorDeps) (*Janitor, error) {
 	cfg = cfg.withDefaults()
-	if cfg.MaxAttempts <= 0 {
-		return nil, fmt.Errorf("janitor config: sender.max_attempts must be positive, got %d", cfg.MaxAttempts)
+	if cfg.Sender.MaxAttempts <= 0 {
+		return nil, fmt.Errorf("janitor config: sender.max_attempts must be positive, got %d", cfg.Sender.MaxAttempts)
 	}
+	if deps.Store == nil || deps.Provider == nil {
+		return nil, errors.New("janitor: a store and a provider are required")
+	}
+	log := deps.Log
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Janitor{cfg: cfg, st: st, log: log.With("component", "janitor"), onOutboxWritten: onOutboxWritten}, nil
+	m := deps.Metrics
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Janitor{cfg: cfg, deps: deps, log: log.With("component", "janitor"), metrics: m,
+		rules: newRules(cfg.Sender, deps.Provider, deps.Templates)}, nil
 }
 
 // Start runs a round now and then every Interval in the background, until
@@ -146,8 +184,8 @@ func (j *Janitor) loop(ctx context.Context) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			j.log.Warn("janitor round", "error", err)
-		case r.Expired > 0 || r.Deleted > 0:
-			j.log.Info("janitor round", "expired", r.Expired, "deleted", r.Deleted, "unknown", r.Unknown)
+		case r.Settled > 0 || r.Deleted > 0:
+			j.log.Info("janitor round", "settled", r.Settled, "deleted", r.Deleted, "unknown", r.Unknown)
 		}
 		if r.Unknown > 0 {
 			j.log.Warn("mails wait in unknown for reconciliation (mailsvc mail reconcile)", "unknown", r.Unknown)
@@ -165,17 +203,12 @@ func (j *Janitor) loop(ctx context.Context) {
 func (j *Janitor) RunOnce(ctx context.Context) (Round, error) {
 	var r Round
 	for range j.cfg.MaxBatches {
-		n, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) (int, error) {
-			return j.st.ExpireLeases(c, j.cfg.MaxAttempts, j.cfg.BatchSize)
-		})
-		r.Expired += n
-		if n > 0 && j.onOutboxWritten != nil {
-			j.onOutboxWritten()
-		}
+		n, more, err := j.settle(ctx)
+		r.Settled += n
 		if err != nil {
 			return r, err
 		}
-		if n < j.cfg.BatchSize {
+		if !more {
 			break
 		}
 	}
@@ -184,7 +217,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (Round, error) {
 			break
 		}
 		n, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) (int64, error) {
-			return j.st.DeleteFinished(c, j.cfg.RetentionWindow, j.cfg.BatchSize)
+			return j.deps.Store.DeleteFinished(c, j.cfg.RetentionWindow, j.cfg.BatchSize)
 		})
 		r.Deleted += n
 		if err != nil {
@@ -194,9 +227,70 @@ func (j *Janitor) RunOnce(ctx context.Context) (Round, error) {
 			break
 		}
 	}
-	u, err := withTimeout(ctx, j.cfg.DBTimeout, j.st.CountUnknown)
+	u, err := withTimeout(ctx, j.cfg.DBTimeout, j.deps.Store.CountUnknown)
 	r.Unknown = u
 	return r, err
+}
+
+// settle gives a verdict to one batch of expired sends and reports how
+// many it wrote and whether a full batch was read (more may wait).
+func (j *Janitor) settle(ctx context.Context) (int, bool, error) {
+	rows, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) ([]store.ExpiredSend, error) {
+		return j.deps.Store.ExpiredSends(c, j.cfg.BatchSize)
+	})
+	if err != nil || len(rows) == 0 {
+		return 0, false, err
+	}
+	as := make([]store.Attempt, len(rows))
+	for i, e := range rows {
+		as[i] = store.Attempt{Fence: e.Fence, Outcome: j.verdict(e).Record, Settle: true}
+	}
+	res, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) ([]store.AttemptResult, error) {
+		return j.deps.Store.FinishAttempts(c, as)
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	n, wrote := 0, false
+	for i, r := range res {
+		if r.Err != nil {
+			continue // the owner recorded it meanwhile, or another janitor did
+		}
+		n++
+		wrote = wrote || r.Event != ""
+		j.metrics.countAmbiguous(j.rules.provider, as[i].Outcome, r.Status)
+		j.log.Warn("lease expired", "mail_id", rows[i].ID, "started", rows[i].Started, "status", r.Status,
+			"attempts", rows[i].Sends, "error_reason", as[i].Outcome.ErrorReason)
+	}
+	if wrote && j.deps.OnOutboxWritten != nil {
+		j.deps.OnOutboxWritten()
+	}
+	return n, len(rows) == j.cfg.BatchSize, nil
+}
+
+// verdict judges one expired send. A claim that never started is released
+// (it only gets here with a cancel requested: cancelled). A started send is
+// an ambiguous outcome under the pool's rules; a retry waits at least
+// settleGrace, so that the original worker, if it is alive and only lost
+// the database, records the provider's answer first once the database
+// answers again (its write still lands: the token is unchanged).
+func (j *Janitor) verdict(e store.ExpiredSend) verdict {
+	if !e.Started {
+		return releaseVerdict()
+	}
+	a := j.rules.attempt(e.Template, e.Sends, e.Ambiguous, time.Since(e.FirstAttemptAt))
+	v := decide(errLeaseExpired, Receipt{}, a)
+	if v.Record.Status == mailtype.StatusPending {
+		v.Record.RetryAfter = max(v.Record.RetryAfter, j.settleGrace())
+	}
+	return v
+}
+
+// settleGrace is the least delay before a send whose lease expired is sent
+// again: twice the pool's statement timeout, longer than its recorder
+// needs to retry a write that hung in a dead connection.
+func (j *Janitor) settleGrace() time.Duration {
+	return 2*j.cfg.Sender.DBTimeout + time.Second
 }
 
 func withTimeout[T any](ctx context.Context, d time.Duration, f func(context.Context) (T, error)) (T, error) {

@@ -13,91 +13,148 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 )
 
+// janitor builds a janitor over the bundle's store with the test pool
+// config, adjusted by edit.
+func (b *bundle) janitor(t *testing.T, edit func(*sender.JanitorConfig), onOutbox func()) (*sender.Janitor, *sender.Metrics) {
+	t.Helper()
+	cfg := sender.JanitorConfig{Sender: testConfig(), RetentionWindow: 14 * 24 * time.Hour}
+	if edit != nil {
+		edit(&cfg)
+	}
+	m := sender.NewMetrics(nil)
+	j, err := sender.NewJanitor(cfg, sender.JanitorDeps{Store: b.sc.Store, Provider: b.smtpProvider(t, "none"),
+		Metrics: m, OnOutboxWritten: onOutbox})
+	require.NoError(t, err)
+	return j, m
+}
+
+// expire makes row id a `sending` row whose lease expired with the given
+// claim token, sends and earlier ambiguous outcomes; started says whether
+// its send had begun.
+func (b *bundle) expire(t *testing.T, id int64, token, sends, ambiguous int, started bool) {
+	t.Helper()
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = $2, sends = $3, ambiguous = $4,
+		send_started_at = CASE WHEN $5 THEN now() - interval '1 minute' END,
+		locked_by = 'killed', locked_until = now() - interval '1 second', first_attempt_at = now() WHERE id = $1`,
+		id, token, sends, ambiguous, started)
+}
+
 func TestJanitorRound(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
-	ids := make([]int64, 6)
+	ids := make([]int64, 7)
 	for i := range ids {
 		ids[i] = b.insert(t, string(rune('a'+i)))
 	}
-	// 0: lease expired on the last attempt; 1: lease expired, cancel
-	// requested; 2: sent long ago; 3: unknown long ago; 4: sent recently;
-	// 5: pending.
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 3, locked_until = now() - interval '1 second' WHERE id = $1`, ids[0])
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, cancel_requested = true,
-		locked_until = now() - interval '1 second' WHERE id = $1`, ids[1])
+	// 0: started, lease expired on the last attempt; 1: never started,
+	// cancel requested; 2: sent long ago; 3: unknown long ago; 4: sent
+	// recently; 5: pending; 6: never started, expired (the claim's).
+	b.expire(t, ids[0], 5, 5, 0, true)
+	b.expire(t, ids[1], 1, 0, 0, false)
+	b.sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[1])
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent', updated_at = now() - interval '15 days' WHERE id = $1`, ids[2])
 	b.sc.Exec(t, `UPDATE mail SET status = 'unknown', updated_at = now() - interval '15 days' WHERE id = $1`, ids[3])
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent' WHERE id = $1`, ids[4])
+	b.expire(t, ids[6], 1, 0, 0, false)
 
 	var woke atomic.Int32
-	j, err := sender.NewJanitor(sender.JanitorConfig{MaxAttempts: 3, RetentionWindow: 14 * 24 * time.Hour, BatchSize: 1},
-		b.sc.Store, nil, func() { woke.Add(1) })
-	require.NoError(t, err)
+	j, m := b.janitor(t, func(c *sender.JanitorConfig) { c.BatchSize = 1 }, func() { woke.Add(1) })
 	r, err := j.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, sender.Round{Expired: 2, Deleted: 1, Unknown: 1}, r)
+	require.Equal(t, sender.Round{Settled: 2, Deleted: 1, Unknown: 2}, r)
 	require.Equal(t, int32(2), woke.Load())
 
-	b.waitRow(t, ids[0], mailtype.StatusFailed, 3)
+	// Item 5 of the fault issue: the last attempt ended ambiguous, so the
+	// mail may have been delivered: unknown, never failed.
+	b.waitRow(t, ids[0], mailtype.StatusUnknown, 5)
 	b.waitRow(t, ids[1], mailtype.StatusCancelled, 1)
+	b.waitRow(t, ids[6], mailtype.StatusSending, 1)
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE id = $1`, ids[2]))
-	require.EqualValues(t, 5, b.count(t, `SELECT count(*) FROM mail`))
-	require.EqualValues(t, 1, b.events(t, mailtype.EmailFailed))
-	require.EqualValues(t, 1, b.events(t, mailtype.EmailCancelled))
-	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1
-		AND last_error = 'attempts_exhausted: lease_expired'`, ids[0]))
+	require.EqualValues(t, 6, b.count(t, `SELECT count(*) FROM mail`))
+	require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailUnknown))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailUnknown'
+		AND payload->'data'->>'error_reason' = 'lease_expired' AND payload->'data'->>'attempts' = '5'`))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled'
+		AND payload->'data'->>'error_class' IS NULL AND payload->'data'->>'attempts' = '0'`),
+		"a cancel that stopped a send before it started is a clean cancel")
+	require.EqualValues(t, 1, value(m.Ambiguous.WithLabelValues("smtp", sender.NextUnknown)))
 
 	again, err := j.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, sender.Round{Unknown: 1}, again)
+	require.Equal(t, sender.Round{Unknown: 2}, again)
+}
+
+// TestJanitorSettlesAStartedSendByThePolicy covers a crash after the mail
+// was handed over: under retry the row waits out a grace long enough for
+// a live owner to record first, within the ambiguity budget; past the
+// budget, or under unknown, it ends unknown with EmailUnknown.
+func TestJanitorSettlesAStartedSendByThePolicy(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	retry, spent := b.insert(t, "r"), b.insert(t, "s")
+	b.expire(t, retry, 1, 1, 0, true)
+	b.expire(t, spent, 2, 2, 1, true)
+	j, m := b.janitor(t, nil, nil)
+	r, err := j.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, r.Settled)
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'pending' AND attempts = 1
+		AND ambiguous = 1 AND send_after > now() + interval '10 seconds'`, retry),
+		"a resend waits at least twice the statement timeout")
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'unknown' AND ambiguous = 2`, spent))
+	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+	require.EqualValues(t, 1, b.events(t, mailtype.EmailUnknown))
+	require.EqualValues(t, 1, value(m.Ambiguous.WithLabelValues("smtp", sender.NextRetry)))
+	require.EqualValues(t, 1, value(m.Ambiguous.WithLabelValues("smtp", sender.NextUnknown)))
+
+	unknown := b.insert(t, "u")
+	b.expire(t, unknown, 1, 1, 0, true)
+	ju, _ := b.janitor(t, func(c *sender.JanitorConfig) { c.Sender.AmbiguousPolicy = mailtype.PolicyUnknown }, nil)
+	_, err = ju.RunOnce(context.Background())
+	require.NoError(t, err)
+	b.waitRow(t, unknown, mailtype.StatusUnknown, 1)
 }
 
 func TestJanitorLoopStartsAndStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
 	id := b.insert(t, "a")
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 2, locked_until = now() - interval '1 second' WHERE id = $1`, id)
-	j, err := sender.NewJanitor(sender.JanitorConfig{MaxAttempts: 2, Interval: 20 * time.Millisecond}, b.sc.Store, nil, nil)
-	require.NoError(t, err)
+	b.expire(t, id, 2, 5, 0, true)
+	j, _ := b.janitor(t, func(c *sender.JanitorConfig) { c.Interval = 20 * time.Millisecond }, nil)
 	require.NoError(t, j.Stop(context.Background()), "Stop without Start")
-	j, err = sender.NewJanitor(sender.JanitorConfig{MaxAttempts: 2, Interval: 20 * time.Millisecond}, b.sc.Store, nil, nil)
-	require.NoError(t, err)
+	j, _ = b.janitor(t, func(c *sender.JanitorConfig) { c.Interval = 20 * time.Millisecond }, nil)
 	require.NoError(t, j.Start(context.Background()))
-	b.waitRow(t, id, mailtype.StatusFailed, 2)
+	b.waitRow(t, id, mailtype.StatusUnknown, 2)
 	require.NoError(t, j.Stop(context.Background()))
 	require.NoError(t, j.Stop(context.Background()))
 	require.Error(t, j.Start(context.Background()))
 }
 
-// TestJanitorCancelsAnInterruptedSendAsUnknownOutcome is the SIGKILL case:
+// TestJanitorInterruptedSendOfACancelledMailIsUnknown is the SIGKILL case:
 // a send took DATA and hung, the order was cancelled, the process died. The
-// janitor cancels the row (it is never retried) after 1 of 8 attempts; its
-// last_error and its one feedback event say that the outcome of the
-// interrupted send is unknown, not that attempts ran out.
-func TestJanitorCancelsAnInterruptedSendAsUnknownOutcome(t *testing.T) {
+// mail may have been delivered, so it ends unknown (one EmailUnknown), is
+// never retried, and is not reported as attempts exhausted.
+func TestJanitorInterruptedSendOfACancelledMailIsUnknown(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
 	id := b.insert(t, "42")
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, cancel_requested = true,
-		locked_by = 'killed', locked_until = now() - interval '1 second' WHERE id = $1`, id)
-	j, err := sender.NewJanitor(sender.JanitorConfig{MaxAttempts: 8}, b.sc.Store, nil, nil)
-	require.NoError(t, err)
+	b.expire(t, id, 1, 1, 0, true)
+	b.sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, id)
+	j, _ := b.janitor(t, nil, nil)
 	r, err := j.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, 1, r.Expired)
+	require.Equal(t, 1, r.Settled)
 
-	b.waitRow(t, id, mailtype.StatusCancelled, 1)
-	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND last_error =
-		'lease_expired: the lease expired during a send whose outcome is unknown; the mail may have been delivered'`, id))
+	b.waitRow(t, id, mailtype.StatusUnknown, 1)
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE last_error LIKE '%attempts_exhausted%'`))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`), "exactly one terminal event")
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = $1
 		AND payload->'data'->>'error_class' = 'ambiguous' AND payload->'data'->>'error_reason' = 'lease_expired'`,
-		string(mailtype.EmailCancelled)))
+		string(mailtype.EmailUnknown)))
 
 	again, err := j.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Zero(t, again.Expired)
+	require.Zero(t, again.Settled)
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
 }

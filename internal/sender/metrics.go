@@ -2,6 +2,9 @@ package sender
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 // Outcome labels of mailsvc_send_attempts_total (DESIGN.md section 7).
@@ -34,6 +37,29 @@ type Metrics struct {
 	// FencingRejections is mailsvc_fencing_rejections_total: writes refused
 	// because the worker had lost its lease.
 	FencingRejections prometheus.Counter
+	// Ambiguous is mailsvc_ambiguous_outcomes_total{provider,next}: sends
+	// whose outcome is unknown (no reply after DATA, a lost HTTP response, a
+	// lease that expired mid-send, a reused idempotency key), by what
+	// follows: NextRetry (sent again) or NextUnknown (ends unknown).
+	Ambiguous *prometheus.CounterVec
+}
+
+// Labels of mailsvc_ambiguous_outcomes_total's next.
+const (
+	NextRetry   = "retry"
+	NextUnknown = "unknown"
+)
+
+// countAmbiguous counts an ambiguous outcome by the status it led to.
+func (m *Metrics) countAmbiguous(provider string, o store.Outcome, status mailtype.Status) {
+	if !o.Ambiguous {
+		return
+	}
+	next := NextRetry
+	if status != mailtype.StatusPending {
+		next = NextUnknown
+	}
+	m.Ambiguous.WithLabelValues(provider, next).Inc()
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -58,15 +84,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_fencing_rejections_total",
 			Help: "Writes refused because the worker had lost the row's lease.",
 		}),
+		Ambiguous: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_ambiguous_outcomes_total",
+			Help: "Sends whose outcome is unknown (the mail may have been delivered), by provider and what follows (retry, unknown).",
+		}, []string{"provider", "next"}),
 	}
 	for _, p := range Providers {
 		m.Duration.WithLabelValues(p)
 		for _, o := range outcomes {
 			m.Attempts.WithLabelValues(p, o)
 		}
+		m.Ambiguous.WithLabelValues(p, NextRetry)
+		m.Ambiguous.WithLabelValues(p, NextUnknown)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections)
+		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous)
 	}
 	return m
 }

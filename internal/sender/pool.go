@@ -22,6 +22,7 @@ import (
 type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
 	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
+	MarkStarted(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Started, error)
 	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
 }
 
@@ -49,37 +50,43 @@ type Deps struct {
 }
 
 // Pool is the sender pool. A dispatcher claims due rows in batches, never
-// more than the pool can start soon (at most Workers + 2*BatchSize rows
-// queued or being sent), and queues them for the workers; each worker sends on its own
-// provider session; a recorder writes the outcomes of many sends in one
-// transaction (group commit), each fenced by its row's token; a heartbeat
-// renews the lease of every row the pool owns, so a queued or slow row is
-// not overtaken while this process is alive. Start, Stop and Wake are safe
-// for concurrent use.
+// more than the workers can start promptly (Workers busy plus
+// min(BatchSize, Workers) queued), so that a crash strands few rows; each
+// worker marks its row's send as started (a starter writes the marks of
+// many workers in one statement) and only then hands it to the provider on
+// its own session, with a deadline inside the lease the mark renewed; a
+// recorder writes the outcomes of many sends in one transaction (group
+// commit), each fenced by its row's token, and the worker waits for that
+// write before it takes another row, so that at any instant at most one
+// accepted mail per worker is not yet recorded; a heartbeat renews the
+// leases of queued rows. Start, Stop and Wake are safe for concurrent use.
 type Pool struct {
 	cfg     Config
 	deps    Deps
 	log     *slog.Logger
 	metrics *Metrics
+	rules   rules
 	limiter *rate.Limiter // nil: no rate limit
 
 	wake chan struct{}
-	// queue holds claimed rows for the workers; outcomes holds verdicts for
-	// the recorder. Both have room for every row the pool may own, so no
-	// send on them blocks.
+	// queue holds claimed rows for the workers, starts their mark requests,
+	// outcomes their verdicts for the recorder. Each has room for every row
+	// the pool may hold, so no send on them blocks for long.
 	queue    chan *job
+	starts   chan startRequest
 	outcomes chan result
 	// holdUntil (unix nanoseconds) is when a provider's throttle ends.
 	holdUntil atomic.Int64
+	// renewFailing is set while the heartbeat cannot renew leases: the
+	// dispatcher takes no claim then.
+	renewFailing atomic.Bool
 
-	ownedMu sync.Mutex
-	owned   map[store.Fence]*job
-	// unsent counts the owned rows queued or being sent; maxUnsent bounds
-	// it, maxOwned bounds all owned rows (the rest await their write).
-	unsent    int
-	maxUnsent int
-	maxOwned  int
-	freed     chan struct{} // a row was sent or stopped being owned
+	heldMu sync.Mutex
+	held   map[store.Fence]*job
+	// maxHeld bounds the rows the pool owns at once; a claim is taken when
+	// at least minClaim rows are free.
+	maxHeld, minClaim int
+	freed             chan struct{} // a row stopped being held
 
 	mu         sync.Mutex
 	state      int // 0 new, 1 running, 2 stopped
@@ -100,12 +107,13 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if deps.Store == nil || deps.Provider == nil {
 		return nil, errors.New("sender: a store and a provider are required")
 	}
-	maxUnsent := cfg.Workers + 2*cfg.BatchSize
-	maxOwned := maxUnsent + 2*maxRecordBatch
+	prefetch := min(cfg.BatchSize, cfg.Workers)
+	maxHeld := cfg.Workers + prefetch
 	p := &Pool{cfg: cfg, deps: deps, log: deps.Log, metrics: deps.Metrics,
-		wake: make(chan struct{}, 1), queue: make(chan *job, maxUnsent), outcomes: make(chan result, maxOwned),
-		owned: make(map[store.Fence]*job, maxOwned), maxUnsent: maxUnsent, maxOwned: maxOwned,
-		freed: make(chan struct{}, 1)}
+		rules: newRules(cfg, deps.Provider, deps.Templates),
+		wake:  make(chan struct{}, 1), queue: make(chan *job, maxHeld), starts: make(chan startRequest, maxHeld),
+		outcomes: make(chan result, maxHeld), held: make(map[store.Fence]*job, maxHeld),
+		maxHeld: maxHeld, minClaim: max(1, prefetch/2), freed: make(chan struct{}, 1)}
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -138,12 +146,14 @@ func (p *Pool) Start(ctx context.Context) error {
 	p.recorded, p.done = make(chan struct{}), make(chan struct{})
 	var workers, all sync.WaitGroup
 	for range p.cfg.Workers {
-		workers.Go(func() { p.runWorker(hard) })
+		workers.Go(func() { p.runWorker(soft, hard) })
 	}
 	all.Go(func() {
 		workers.Wait()
+		close(p.starts)
 		close(p.outcomes)
 	})
+	all.Go(func() { p.startLoop(soft, hard) })
 	all.Go(func() {
 		p.recordLoop(hard)
 		close(p.recorded)
@@ -158,12 +168,14 @@ func (p *Pool) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops claiming, lets the rows already claimed be sent and recorded
-// within Config.ShutdownTimeout (or until ctx ends), then cancels the rest
-// and waits for the goroutines to return. A send cancelled this way, or a
-// claimed row not yet sent, records nothing: its row stays `sending` until
-// the lease expires and a worker reclaims it. Stop is idempotent and safe
-// to call without Start; it returns ctx.Err() when ctx ended first.
+// Stop stops claiming, releases the claimed rows whose send has not
+// started (back to pending, due now, for another replica), lets the sends
+// in flight finish and be recorded within Config.ShutdownTimeout (or until
+// ctx ends), then cancels the rest and waits for the goroutines to return.
+// A send cut this way is recorded as its error says (often ambiguous); an
+// outcome that cannot be written leaves its row `sending` for the janitor.
+// Stop is idempotent and safe to call without Start; it returns ctx.Err()
+// when ctx ended first.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	state := p.state
@@ -219,6 +231,10 @@ func (p *Pool) dispatch(ctx context.Context) {
 		if !p.waitHold(ctx) {
 			return
 		}
+		if p.renewFailing.Load() {
+			p.waitWork(ctx)
+			continue
+		}
 		n := p.room(ctx)
 		if n == 0 {
 			return
@@ -246,19 +262,18 @@ func (p *Pool) dispatch(ctx context.Context) {
 	}
 }
 
-// room waits until a whole batch fits under maxUnsent and maxOwned and
-// returns the batch size, or 0 when ctx ended. Claiming whole batches keeps
-// one claim statement per BatchSize rows under load; maxUnsent keeps the
-// queue short, so a claimed row is sent soon. Rows whose outcome waits for
-// the recorder do not hold the dispatcher back (up to maxOwned): a slow
-// commit grows the next write's batch instead of idling the workers.
+// room waits until at least minClaim rows are free under maxHeld and
+// returns how many to claim (at most BatchSize), or 0 when ctx ended.
+// Holding at most Workers + min(BatchSize, Workers) rows keeps the queue
+// short: a claimed row starts soon, and a crash strands few unstarted rows
+// (they are reclaimed silently once their lease expires).
 func (p *Pool) room(ctx context.Context) int {
 	for {
-		p.ownedMu.Lock()
-		free := min(p.maxUnsent-p.unsent, p.maxOwned-len(p.owned))
-		p.ownedMu.Unlock()
-		if free >= p.cfg.BatchSize {
-			return p.cfg.BatchSize
+		p.heldMu.Lock()
+		free := p.maxHeld - len(p.held)
+		p.heldMu.Unlock()
+		if free >= p.minClaim {
+			return min(free, p.cfg.BatchSize)
 		}
 		select {
 		case <-p.freed:
@@ -269,33 +284,20 @@ func (p *Pool) room(ctx context.Context) int {
 }
 
 func (p *Pool) own(j *job) {
-	p.ownedMu.Lock()
-	p.owned[j.mail.Fence] = j
-	p.unsent++
-	p.ownedMu.Unlock()
+	p.heldMu.Lock()
+	p.held[j.mail.Fence] = j
+	p.heldMu.Unlock()
 }
 
-// sent records that a worker is done with j's send (or skipped it).
-func (p *Pool) sent() {
-	p.ownedMu.Lock()
-	p.unsent--
-	p.ownedMu.Unlock()
-	p.signalFreed()
-}
-
-func (p *Pool) signalFreed() {
+// disown forgets j (its outcome was written, or is left to the janitor).
+func (p *Pool) disown(j *job) {
+	p.heldMu.Lock()
+	delete(p.held, j.mail.Fence)
+	p.heldMu.Unlock()
 	select {
 	case p.freed <- struct{}{}:
 	default:
 	}
-}
-
-// disown forgets j (its outcome was written, or is left to the lease).
-func (p *Pool) disown(j *job) {
-	p.ownedMu.Lock()
-	delete(p.owned, j.mail.Fence)
-	p.ownedMu.Unlock()
-	p.signalFreed()
 }
 
 // claim runs one claim of up to n rows. A claim that started is not cut
@@ -307,7 +309,7 @@ func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 	defer cancel()
 	claimed, err := p.deps.Store.ClaimMails(cctx, store.ClaimParams{
-		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID, MaxAttempts: p.cfg.MaxAttempts})
+		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID})
 	return claimed, leaseEnd, err
 }
 

@@ -39,20 +39,22 @@ func (p *Pool) recordLoop(ctx context.Context) {
 	}
 }
 
-// writeBatch records a batch of verdicts. A passing database error does
-// not lose them: the write is retried with backoff, each verdict until its
-// lease is about to run out (after which another worker may own the row)
-// or a hard stop; a verdict dropped so is logged and left to the lease.
-// A fenced row records nothing else.
+// writeBatch records a batch of verdicts and closes each one's done. A
+// database error does not lose them: the write is retried with backoff
+// until it commits or the pool is stopped hard, however long the outage
+// (the lease may expire meanwhile: the janitor then settles the row
+// without a new claim, and a sent or failed outcome written late still
+// lands, see store.Attempt.Settle). Only a hard stop gives up; the row then
+// waits for the janitor. A fenced row records nothing else.
 func (p *Pool) writeBatch(ctx context.Context, batch []result) {
 	for _, r := range batch {
 		r.j.recording.Store(true)
 	}
-	for try := 1; len(batch) > 0; try++ {
-		as := make([]store.Attempt, len(batch))
-		for i, r := range batch {
-			as[i] = store.Attempt{Fence: r.j.mail.Fence, Outcome: r.v.Record}
-		}
+	as := make([]store.Attempt, len(batch))
+	for i, r := range batch {
+		as[i] = store.Attempt{Fence: r.j.mail.Fence, Outcome: r.v.Record}
+	}
+	for try := 1; ; try++ {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 		res, err := p.deps.Store.FinishAttempts(wctx, as)
 		cancel()
@@ -60,50 +62,52 @@ func (p *Pool) writeBatch(ctx context.Context, batch []result) {
 			p.account(batch, res)
 			return
 		}
-		delay := backoff.Delay(try, 20*time.Millisecond, time.Second)
-		keep := batch[:0]
-		for _, r := range batch {
-			if ctx.Err() == nil && time.Now().Add(delay).Before(r.j.deadline(p.cfg.Lease)) {
-				keep = append(keep, r)
-				continue
+		if ctx.Err() != nil {
+			for _, r := range batch {
+				p.log.Error("outcome not recorded before the shutdown timeout; the janitor settles the row after its lease",
+					append(r.j.logAttrs(), "status", r.v.Record.Status, "tries", try, "error", err)...)
+				close(r.done)
 			}
-			p.metrics.Attempts.WithLabelValues(p.deps.Provider.Name(), r.v.Outcome).Inc()
-			p.log.Error("outcome not recorded; the row is left to its lease",
-				append(r.j.logAttrs(), "status", r.v.Record.Status, "tries", try, "error", err)...)
-			p.disown(r.j)
+			return
 		}
-		batch = keep
-		if len(batch) > 0 {
-			sleep(ctx, delay)
+		if try == 1 || try%20 == 0 {
+			p.log.Warn("record outcomes: retrying until the database answers", "rows", len(batch), "tries", try, "error", err)
 		}
+		sleep(ctx, backoff.Delay(try, 20*time.Millisecond, time.Second))
 	}
 }
 
-// account accounts for a committed batch.
+// account accounts for a committed batch and closes each one's done.
 func (p *Pool) account(batch []result, res []store.AttemptResult) {
 	provider := p.deps.Provider.Name()
 	wrote := false
 	for i, r := range batch {
-		if errors.Is(res[i].Err, store.ErrLeaseLost) {
+		switch {
+		case errors.Is(res[i].Err, store.ErrLeaseLost):
 			p.metrics.Attempts.WithLabelValues(provider, OutcomeFenced).Inc()
 			p.metrics.FencingRejections.Inc()
 			p.log.Warn("lease lost: another worker owns the mail; nothing recorded", r.j.logAttrs()...)
-		} else {
+		case r.v.Record.Release:
+			wrote = wrote || res[i].Event != ""
+		default:
 			p.metrics.Attempts.WithLabelValues(provider, r.v.Outcome).Inc()
+			p.metrics.countAmbiguous(provider, r.v.Record, res[i].Status)
 			p.logFinished(r.j, r.v, res[i].Finished)
 			wrote = wrote || res[i].Event != ""
 		}
-		p.disown(r.j)
+		close(r.done)
 	}
 	if wrote && p.deps.OnOutboxWritten != nil {
 		p.deps.OnOutboxWritten()
 	}
 }
 
-// heartbeatLoop renews the lease of every row the pool owns every third
-// of the lease, in one statement, until every outcome was recorded, so
-// that a slow but alive pool is not overtaken. A row whose renewal is
-// refused lost its lease: its send is cut or skipped.
+// heartbeatLoop renews the lease of every held row whose outcome is not
+// being written, every third of the lease, in one statement, until every
+// outcome was recorded, so that a queued row is not overtaken while this
+// process is alive. A queued row whose renewal is refused lost its lease
+// and is skipped. While renewals fail the dispatcher takes no claim; no
+// send starts without the mark, which renews the lease itself.
 func (p *Pool) heartbeatLoop() {
 	t := time.NewTicker(p.cfg.Lease / 3)
 	defer t.Stop()
@@ -118,15 +122,16 @@ func (p *Pool) heartbeatLoop() {
 }
 
 func (p *Pool) renewAll() {
-	p.ownedMu.Lock()
-	jobs := make([]*job, 0, len(p.owned))
-	for _, j := range p.owned {
+	p.heldMu.Lock()
+	jobs := make([]*job, 0, len(p.held))
+	for _, j := range p.held {
 		if !j.recording.Load() && !j.lost.Load() {
 			jobs = append(jobs, j)
 		}
 	}
-	p.ownedMu.Unlock()
+	p.heldMu.Unlock()
 	if len(jobs) == 0 {
+		p.renewFailing.Store(false)
 		return
 	}
 	fences := make([]store.Fence, len(jobs))
@@ -137,8 +142,9 @@ func (p *Pool) renewAll() {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DBTimeout)
 	defer cancel()
 	renewed, err := p.deps.Store.RenewLeases(ctx, fences, p.cfg.Lease)
+	p.renewFailing.Store(err != nil)
 	if err != nil {
-		p.log.Warn("renew leases", "rows", len(fences), "error", err)
+		p.log.Warn("renew leases: no claim is taken until it works", "rows", len(fences), "error", err)
 		return
 	}
 	held := make(map[store.Fence]bool, len(renewed))
@@ -148,10 +154,11 @@ func (p *Pool) renewAll() {
 	for _, j := range jobs {
 		switch {
 		case held[j.mail.Fence]:
-			j.leaseEnd.Store(start.Add(p.cfg.Lease).UnixNano())
+			j.leaseEnd.Store(max(j.leaseEnd.Load(), start.Add(p.cfg.Lease).UnixNano()))
 		case !j.recording.Load():
-			// Not being recorded by us, not held: another worker owns it.
-			j.markLost()
+			// Not being recorded by us, not held: another claim owns it, or
+			// it is not `sending` any more.
+			j.lost.Store(true)
 			p.metrics.FencingRejections.Inc()
 			p.log.Warn("lease lost: another worker owns the mail", j.logAttrs()...)
 		}

@@ -44,6 +44,8 @@ func HeaderKey(key string) string {
 type Message struct {
 	// From is the sender address, e.g. "Cửa hàng <orders@example.com>".
 	From string
+	// ReplyTo is the Reply-To address, "" for none.
+	ReplyTo string
 	// To is the recipient address; ToName its display name, cleaned by
 	// templates.DisplayName ("" for none).
 	To     string
@@ -57,9 +59,10 @@ type Message struct {
 	MessageID string
 	// DedupeKey is the mail's business key.
 	DedupeKey string
-	// IdempotencyKey is mailtype.IdempotencyKey(DedupeKey): the Resend
-	// Idempotency-Key HTTP header and the value of the reconciliation mail
-	// header.
+	// IdempotencyKey is the row's stored mailtype.IdempotencyKey (the
+	// deployment's namespace and the dedupe key): the Resend Idempotency-Key
+	// HTTP header, the value of smtp.idempotency_header and of the
+	// reconciliation mail header.
 	IdempotencyKey string
 	// Date is the Date header; the row's creation time, so that it is the
 	// same on every attempt.
@@ -83,8 +86,9 @@ type Provider interface {
 	// "smtp" or "resend".
 	Name() string
 	// IdempotencyWindow is how long after the first attempt resending the
-	// same mail cannot deliver it twice (24 h for Resend's Idempotency-Key);
-	// 0 when a resend may duplicate (plain SMTP).
+	// same mail cannot deliver it twice (24 h for Resend's Idempotency-Key
+	// and for an SMTP relay honouring smtp.idempotency_header); 0 when a
+	// resend may duplicate (plain SMTP).
 	IdempotencyWindow() time.Duration
 	// NewSession returns a session for one worker.
 	NewSession() Session

@@ -2,7 +2,6 @@ package sender
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,22 +14,22 @@ import (
 type job struct {
 	mail store.ClaimedMail
 	// leaseEnd (unix nanoseconds, local clock) is when the lease ends;
-	// heartbeats push it forward.
+	// heartbeats and the send-started mark push it forward.
 	leaseEnd atomic.Int64
-	// lost is set when a heartbeat found the lease taken.
+	// lost is set when a heartbeat found the lease taken before the send
+	// started; the worker then skips the row.
 	lost atomic.Bool
 	// recording is set once the recorder writes the outcome; the heartbeat
 	// no longer judges the row then (the write may have finished it).
 	recording atomic.Bool
-
-	mu     sync.Mutex
-	cancel context.CancelFunc // cuts the send in progress, if any
 }
 
-// result is a verdict on its way to the recorder.
+// result is a verdict on its way to the recorder; done is closed once it
+// was written, fenced or given up.
 type result struct {
-	j *job
-	v verdict
+	j    *job
+	v    verdict
+	done chan struct{}
 }
 
 func newJob(m store.ClaimedMail, leaseEnd time.Time) *job {
@@ -40,135 +39,119 @@ func newJob(m store.ClaimedMail, leaseEnd time.Time) *job {
 }
 
 func (j *job) logAttrs() []any {
-	return []any{"dedupe_key", j.mail.DedupeKey, "event_id", j.mail.EventID, "attempts", j.mail.Token}
+	return []any{"dedupe_key", j.mail.DedupeKey, "event_id", j.mail.EventID, "attempts", j.mail.Sends + 1}
 }
 
-func (j *job) setCancel(c context.CancelFunc) {
-	j.mu.Lock()
-	j.cancel = c
-	j.mu.Unlock()
+// margin is kept free at the end of every lease for the database round
+// trip that records the outcome.
+func (p *Pool) margin() time.Duration {
+	return min(p.cfg.Lease/10, 5*time.Second)
 }
 
-// markLost records that the lease is taken and cuts a send in progress:
-// its outcome could not be recorded anyway.
-func (j *job) markLost() {
-	j.lost.Store(true)
-	j.mu.Lock()
-	if j.cancel != nil {
-		j.cancel()
-	}
-	j.mu.Unlock()
-}
-
-// deadline is the last moment the pool may act on the row: the lease end
-// minus a margin for the database round trip.
-func (j *job) deadline(lease time.Duration) time.Time {
-	return time.Unix(0, j.leaseEnd.Load()).Add(-min(lease/10, 5*time.Second))
-}
-
-// runWorker sends the queued jobs until the queue closes. ctx is the
-// hard-stop context: cancelling it cuts the send in progress and leaves
-// the queued rows to their lease.
-func (p *Pool) runWorker(ctx context.Context) {
+// runWorker handles the queued jobs until the queue closes. soft ends with
+// Stop: queued rows are released, not sent. hard ends after the shutdown
+// timeout: it cuts the send in progress.
+func (p *Pool) runWorker(soft, hard context.Context) {
 	s := p.deps.Provider.NewSession()
 	defer func() { _ = s.Close() }()
 	for j := range p.queue {
-		v, ok := p.handle(ctx, s, j)
-		p.sent()
-		if ok {
-			p.outcomes <- result{j: j, v: v}
-		} else {
-			p.disown(j)
-		}
+		p.work(soft, hard, s, j)
+		p.disown(j)
 	}
 }
 
-// handle runs one attempt: send under the hard deadline, classify. It
-// returns false when there is nothing to record: a hard stop, a lost
-// lease, or a lease that ran out before the row's turn.
-func (p *Pool) handle(ctx context.Context, s Session, j *job) (verdict, bool) {
-	m := &j.mail
+// work takes one row through mark, send and record. A row is handed to
+// the provider only after its send-started mark committed, with a deadline
+// that ends, margin included, inside the lease the mark renewed; the worker
+// then waits until the outcome is written before it takes another row, so
+// that a crash can duplicate at most the sends on the wire and one
+// recorder batch.
+func (p *Pool) work(soft, hard context.Context, s Session, j *job) {
 	switch {
-	case ctx.Err() != nil:
-		p.log.Info("shutdown before the send; left to the lease", j.logAttrs()...)
-		return verdict{}, false
 	case j.lost.Load():
-		return verdict{}, false
-	case time.Now().After(j.deadline(p.cfg.Lease)):
-		p.log.Warn("lease ran out before the send (database unreachable?); left to the lease", j.logAttrs()...)
-		return verdict{}, false
+		return
+	case soft.Err() != nil:
+		p.record(hard, j, releaseVerdict())
+		return
 	}
-	if m.Reclaimed {
+	if j.mail.Reclaimed {
 		p.metrics.LeaseReclaims.Inc()
 	}
-	a := p.attemptOf(m)
-	if v, skip := reclaimVerdict(a); m.Reclaimed && skip {
-		return v, true
+	st, leaseEnd, ok := p.start(soft, hard, j)
+	if !ok {
+		p.record(hard, j, releaseVerdict())
+		return
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, p.cfg.SendTimeout)
-	j.setCancel(cancel)
+	deadline := time.Now().Add(p.cfg.SendTimeout)
+	if deadline.Add(p.margin()).After(leaseEnd) {
+		p.log.Warn("the lease cannot hold a whole send (the mark was slow); released unsent", j.logAttrs()...)
+		p.record(hard, j, releaseVerdict())
+		return
+	}
+	p.record(hard, j, p.send(hard, s, j, st, deadline))
+}
+
+// send makes the one provider call of an attempt under deadline and
+// decides about its outcome.
+func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, deadline time.Time) verdict {
+	m := &j.mail
+	a := p.attemptOf(m, st)
+	sendCtx, cancel := context.WithDeadline(hard, deadline)
+	defer cancel()
 	start := time.Now()
 	r, err := s.Send(sendCtx, p.message(m))
 	p.metrics.Duration.WithLabelValues(a.Provider).Observe(time.Since(start).Seconds())
-	j.setCancel(nil)
-	cancel()
-	if err != nil && ctx.Err() != nil {
-		p.log.Info("send cut by shutdown; left to the lease", j.logAttrs()...)
-		return verdict{}, false
-	}
-	if j.lost.Load() {
-		p.metrics.Attempts.WithLabelValues(a.Provider, OutcomeFenced).Inc()
-		p.log.Warn("lease lost during the send; nothing recorded", j.logAttrs()...)
-		return verdict{}, false
+	if err != nil && hard.Err() != nil {
+		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}
 	v := decide(err, r, a)
 	if d := max(v.Throttle, r.Throttle); d > 0 {
 		p.hold(d)
 	}
-	return v, true
+	return v
+}
+
+// record hands v to the recorder and waits until it was written (or given
+// up at a hard stop).
+func (p *Pool) record(hard context.Context, j *job, v verdict) {
+	r := result{j: j, v: v, done: make(chan struct{})}
+	p.outcomes <- r
+	<-r.done
 }
 
 // attemptOf gathers the rules that apply to this attempt of m.
-func (p *Pool) attemptOf(m *store.ClaimedMail) attempt {
-	return attempt{
-		Token: m.Token, MaxAttempts: p.cfg.MaxAttempts, Policy: p.policy(m.Template),
-		Provider: p.deps.Provider.Name(), Window: p.deps.Provider.IdempotencyWindow(),
-		Age:          time.Since(m.FirstAttemptAt),
-		RetryBackoff: p.cfg.RetryBackoff, RetryBackoffMax: p.cfg.RetryBackoffMax,
-		Secrets: p.cfg.Secrets,
-	}
+func (p *Pool) attemptOf(m *store.ClaimedMail, st store.Started) attempt {
+	return p.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
 }
 
-// policy is the ambiguous-outcome policy of a template: its own setting
-// when it has a valid one, else the pool's.
-func (p *Pool) policy(template string) mailtype.AmbiguousPolicy {
-	if p.deps.Templates != nil {
-		if s, err := p.deps.Templates.Settings(template); err == nil && s.AmbiguousPolicy.Valid() {
-			return s.AmbiguousPolicy
-		}
-	}
-	return p.cfg.AmbiguousPolicy
-}
-
-// message builds the provider message from the stored, rendered row.
+// message builds the provider message from the stored, rendered row: the
+// envelope the row was written with, or for a row written before envelopes
+// were stored, the running config's.
 func (p *Pool) message(m *store.ClaimedMail) *Message {
-	id := m.MessageID
-	if id == "" {
-		id = mailtype.MessageID(m.DedupeKey, mailtype.AddressDomain(p.cfg.From))
-	}
-	return &Message{
-		From: p.cfg.From, To: m.ToEmail, ToName: displayName(m.ToName),
+	msg := &Message{
+		From: m.From, To: m.ToEmail, ToName: m.ToName, ReplyTo: m.ReplyTo,
 		Subject: m.Subject, Text: m.BodyText, HTML: m.BodyHTML,
-		MessageID: id, DedupeKey: m.DedupeKey, IdempotencyKey: mailtype.IdempotencyKey(m.DedupeKey),
+		MessageID: m.MessageID, DedupeKey: m.DedupeKey, IdempotencyKey: m.IdempotencyKey,
 		Date: m.CreatedAt,
 	}
+	if m.Legacy {
+		msg.From, msg.ToName = p.cfg.From, displayName(m.ToName)
+		msg.IdempotencyKey = mailtype.IdempotencyKey("", m.DedupeKey)
+	}
+	if msg.MessageID == "" {
+		msg.MessageID = mailtype.MessageID(m.DedupeKey, mailtype.AddressDomain(msg.From))
+	}
+	if msg.IdempotencyKey == "" {
+		msg.IdempotencyKey = mailtype.IdempotencyKey("", m.DedupeKey)
+	}
+	return msg
 }
 
-// displayName cleans the stored customer name exactly as the templates did
-// for the greeting (the row keeps the raw payload value): no control or bidi
-// override characters, at most templates.MaxNameRunes runes. A name
-// DisplayName refuses (a line break) is dropped rather than failing the
-// mail: a mail never fails because of its display name.
+// displayName cleans a raw customer name exactly as the templates did
+// for the greeting: no control or bidi override characters, at most
+// templates.MaxNameRunes runes. A name DisplayName refuses (a line break)
+// is dropped rather than failing the mail: a mail never fails because of
+// its display name.
 func displayName(raw string) string {
 	name, err := templates.DisplayName(raw)
 	if err != nil {

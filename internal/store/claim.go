@@ -32,9 +32,6 @@ type ClaimParams struct {
 	Lease time.Duration
 	// Worker is written to locked_by, for operators.
 	Worker string
-	// MaxAttempts bounds reclaims: a row whose lease expired with attempts
-	// >= MaxAttempts is left to the janitor, which fails it.
-	MaxAttempts int
 }
 
 // ClaimedMail is one row a claim took, with everything a provider needs to
@@ -42,8 +39,11 @@ type ClaimParams struct {
 // consumer; every attempt sends exactly these bytes.
 type ClaimedMail struct {
 	Fence
-	// Reclaimed is true when the row was `sending` with an expired lease:
-	// a previous attempt ended without recording an outcome.
+	// Reclaimed is true when the row was `sending` with an expired lease
+	// and its previous claim never started a send (a crash or a stop before
+	// the send-started mark): nothing reached the provider, no attempt was
+	// spent. Rows whose send had started are never reclaimed by a claim;
+	// SettleExpired decides about them.
 	Reclaimed bool
 	// EventID is the input event that created the row ("" never happens for
 	// a claimable row, tombstones are never pending).
@@ -53,10 +53,24 @@ type ClaimedMail struct {
 	Template  string
 	Locale    string
 	ToEmail   string
-	// ToName is the recipient's name as the event payload has it
-	// (customer_name), raw: not cleaned, of any length; "" when absent. It
-	// must go through templates.DisplayName before it is put in a header.
-	ToName    string
+	// ToName is the recipient's display name, cleaned when the row was
+	// written. For a Legacy row it is the raw payload value (customer_name,
+	// not cleaned, of any length) and must go through
+	// templates.DisplayName before it is put in a header.
+	ToName string
+	// From, ReplyTo and IdempotencyKey were fixed when the row was written;
+	// every attempt sends them as they are.
+	From           string
+	ReplyTo        string
+	IdempotencyKey string
+	// Legacy is true for a row written before the envelope columns existed
+	// (From is ""): its sender fills From, ToName and IdempotencyKey from
+	// its config.
+	Legacy bool
+	// Sends is how many sends of the row started before this claim;
+	// Ambiguous how many of them ended ambiguous.
+	Sends     int
+	Ambiguous int
 	Subject   string
 	BodyText  string
 	BodyHTML  string
@@ -69,7 +83,7 @@ type ClaimedMail struct {
 	LockedUntil time.Time
 }
 
-// claimSQL takes at most $1 rows in one statement (DESIGN.md section 5).
+// claimSQL takes at most $1 rows in one statement (docs/design.md, "Claim").
 // Both CTEs are MATERIALIZED and carry their own LIMIT, so the rows they
 // lock are computed once and can never exceed the bound, whatever the plan
 // (an `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` may be re-run per
@@ -82,12 +96,13 @@ type ClaimedMail struct {
 // join over a sequential scan of the whole table (the LIMIT expression
 // defeats the row estimate), which is the cost this design must not pay.
 // Rows with cancel_requested are never taken: a cancelled mail is not
-// retried.
+// retried. An expired lease is taken only when its claim never started a
+// send (send_started_at NULL): that reclaim is silent and spends nothing.
 const claimSQL = `
 WITH expired AS MATERIALIZED (
     SELECT id FROM mail
     WHERE status = 'sending' AND locked_until < now()
-      AND NOT cancel_requested AND attempts < $4
+      AND send_started_at IS NULL AND NOT cancel_requested
     ORDER BY locked_until, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -103,18 +118,21 @@ UPDATE mail m SET
     attempts = m.attempts + 1,
     locked_until = now() + $2::interval,
     locked_by = $3,
+    send_started_at = NULL,
     first_attempt_at = COALESCE(m.first_attempt_at, now()),
     updated_at = now()
 WHERE m.id = ANY (ARRAY(SELECT id FROM expired UNION ALL SELECT id FROM due))
 RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE(m.event_id::text, ''),
     m.dedupe_key, m.order_id, m.template, m.locale, m.to_email,
-    COALESCE(m.payload->>'customer_name', m.payload#>>'{data,customer_name}', ''),
+    CASE WHEN m.from_addr = '' THEN COALESCE(m.payload->>'customer_name', m.payload#>>'{data,customer_name}', '')
+         ELSE m.to_name END,
+    m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_attempt_at,
     m.locked_until`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
-// statement: due `pending` rows and `sending` rows whose lease expired,
-// never rows with cancel_requested, skipping rows other claimers hold. Each
+// statement: due `pending` rows and `sending` rows whose lease expired
+// before their claim started a send, never rows with cancel_requested, skipping rows other claimers hold. Each
 // taken row becomes `sending` with attempts+1 (the fencing token),
 // locked_until and locked_by set. Rows come back in no particular order.
 // Errors are classified (a transient *mailtype.Error with ReasonDatabase
@@ -123,7 +141,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("claim mails: limit %d must be positive", p.Limit)
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, p.Limit, p.Lease, p.Worker, p.MaxAttempts)
+	rows, err := s.pool.Query(ctx, claimSQL, p.Limit, p.Lease, p.Worker)
 	if err != nil {
 		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
 	}
@@ -132,10 +150,12 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	for rows.Next() {
 		var m ClaimedMail
 		if err := rows.Scan(&m.ID, &m.Token, &m.Reclaimed, &m.EventID, &m.DedupeKey, &m.OrderID,
-			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.Subject, &m.BodyText, &m.BodyHTML,
+			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
+			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
 			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
+		m.Legacy = m.From == ""
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 func claimParams(limit int) store.ClaimParams {
-	return store.ClaimParams{Limit: limit, Lease: time.Minute, Worker: "test", MaxAttempts: 5}
+	return store.ClaimParams{Limit: limit, Lease: time.Minute, Worker: "test"}
 }
 
 func insertMails(t *testing.T, st *store.Store, n int, prefix string) []int64 {
@@ -81,13 +81,14 @@ func TestClaimTakesDueAndExpiredRowsOnly(t *testing.T) {
 	ctx := context.Background()
 	ids := insertMails(t, sc.Store, 7, "o")
 	// 0: due pending; 1: pending later; 2: pending with cancel requested;
-	// 3: expired lease; 4: expired lease, cancel requested; 5: expired lease,
-	// attempts exhausted; 6: live lease.
+	// 3: expired lease, send never started; 4: expired lease, cancel
+	// requested; 5: expired lease, send started (the janitor's); 6: live
+	// lease.
 	sc.Exec(t, `UPDATE mail SET send_after = now() + interval '1 hour' WHERE id = $1`, ids[1])
 	sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[2])
 	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 2, locked_until = now() - interval '1 second' WHERE id = ANY($1)`, ids[3:6])
 	sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[4])
-	sc.Exec(t, `UPDATE mail SET attempts = 5 WHERE id = $1`, ids[5])
+	sc.Exec(t, `UPDATE mail SET send_started_at = now() - interval '1 minute', sends = 1 WHERE id = $1`, ids[5])
 	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 hour' WHERE id = $1`, ids[6])
 
 	got, err := sc.Store.ClaimMails(ctx, claimParams(10))
@@ -146,19 +147,27 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 	require.Len(t, second, 1)
 	require.Equal(t, 2, second[0].Token)
 
-	// The first worker's late writes change nothing.
+	// The first worker's late writes change nothing, and it can no longer
+	// start a send.
 	_, err = sc.Store.FinishAttempt(ctx, first[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp"})
 	require.ErrorIs(t, err, store.ErrLeaseLost)
 	require.ErrorIs(t, sc.Store.RenewLease(ctx, first[0].Fence, time.Hour), store.ErrLeaseLost)
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{first[0].Fence}, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, started)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sending' AND attempts = 2 AND sent_at IS NULL`))
 	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 
 	require.NoError(t, sc.Store.RenewLease(ctx, second[0].Fence, time.Hour))
+	started, err = sc.Store.MarkStarted(ctx, []store.Fence{second[0].Fence}, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1}}, started)
 	fin, err := sc.Store.FinishAttempt(ctx, second[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"})
 	require.NoError(t, err)
 	require.Equal(t, store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}, fin)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 2 AND sent_at IS NOT NULL AND locked_until IS NULL AND provider_message_id = '250 ok'`))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent' AND payload->'data'->>'attempts' = '2'`))
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent' AND payload->'data'->>'attempts' = '1'`),
+		"attempts in feedback counts sends, not claims")
 
 	// A finished row cannot be finished again.
 	_, err = sc.Store.FinishAttempt(ctx, second[0].Fence, store.Outcome{Status: mailtype.StatusFailed})
@@ -197,33 +206,116 @@ func TestFinishAttemptRetryAndCancel(t *testing.T) {
 	require.Empty(t, again, "a backed-off row is not due, a cancelled one never")
 }
 
-func TestExpireLeasesEndsExhaustedAndCancelledRows(t *testing.T) {
+func TestExpiredSendsListsStartedAndCancelledRows(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
 	ctx := context.Background()
 	ids := insertMails(t, sc.Store, 5, "o")
-	// 0: exhausted, expired; 1: cancel requested, expired; 2: attempts
-	// left, expired (a claim takes it); 3: exhausted, live lease; 4: pending.
-	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 5, locked_until = now() - interval '1 second' WHERE id = ANY($1)`, ids[:3])
-	sc.Exec(t, `UPDATE mail SET cancel_requested = true, attempts = 1 WHERE id = $1`, ids[1])
-	sc.Exec(t, `UPDATE mail SET attempts = 2 WHERE id = $1`, ids[2])
-	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 5, locked_until = now() + interval '1 hour' WHERE id = $1`, ids[3])
+	// 0: send started, expired; 1: never started, cancel requested,
+	// expired; 2: never started, expired (a claim takes it); 3: started,
+	// live lease; 4: pending.
+	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 3, locked_until = now() - interval '1 second' WHERE id = ANY($1)`, ids[:3])
+	sc.Exec(t, `UPDATE mail SET send_started_at = now() - interval '1 minute', sends = 2, ambiguous = 1 WHERE id = $1`, ids[0])
+	sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[1])
+	sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, send_started_at = now(), locked_until = now() + interval '1 hour' WHERE id = $1`, ids[3])
 
-	n, err := sc.Store.ExpireLeases(ctx, 5, 1)
+	got, err := sc.Store.ExpiredSends(ctx, 100)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "the batch bound holds")
-	n, err = sc.Store.ExpireLeases(ctx, 5, 100)
+	require.Len(t, got, 2)
+	byID := map[int64]store.ExpiredSend{got[0].ID: got[0], got[1].ID: got[1]}
+	require.Equal(t, store.ExpiredSend{Fence: store.Fence{ID: ids[0], Token: 3}, Started: true, Sends: 2, Ambiguous: 1,
+		Template: "order_confirmed", FirstAttemptAt: byID[ids[0]].FirstAttemptAt}, byID[ids[0]])
+	require.True(t, byID[ids[1]].CancelRequested)
+	require.False(t, byID[ids[1]].Started)
+	one, err := sc.Store.ExpiredSends(ctx, 1)
 	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'failed' AND locked_until IS NULL`, ids[0]))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'cancelled'`, ids[1]))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending'`, ids[2]))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending'`, ids[3]))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'pending'`, ids[4]))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailFailed'
-		AND payload->'data'->>'error_reason' = 'attempts_exhausted' AND payload->'data'->>'attempts' = '5'`))
-	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled'`))
-	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+	require.Len(t, one, 1, "the batch bound holds")
+}
+
+func TestSettleIsFencedAndALateAnswerStillLands(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	ids := insertMails(t, sc.Store, 2, "o")
+	got, err := sc.Store.ClaimMails(ctx, claimParams(2))
+	require.NoError(t, err)
+	fences := []store.Fence{got[0].Fence, got[1].Fence}
+	started, err := sc.Store.MarkStarted(ctx, fences, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, started, 2)
+	settle := store.Outcome{Status: mailtype.StatusPending, IfCancelRequested: mailtype.StatusUnknown, RetryAfter: time.Hour,
+		ErrorClass: mailtype.Ambiguous, ErrorReason: mailtype.ReasonLeaseExpired, Ambiguous: true}
+
+	// A live lease is not settled.
+	res, err := sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: fences[0], Outcome: settle, Settle: true}})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, store.ErrLeaseLost)
+
+	// Both leases expire (the owner lost the database); the janitor settles.
+	sc.Exec(t, `UPDATE mail SET locked_until = now() - interval '1 second'`)
+	res, err = sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: fences[0], Outcome: settle, Settle: true},
+		{Fence: fences[1], Outcome: settle, Settle: true}})
+	require.NoError(t, err)
+	require.Equal(t, mailtype.StatusPending, res[0].Status)
+	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'pending' AND ambiguous = 1 AND attempts = 1
+		AND send_after > now() + interval '59 minutes'`))
+
+	// The owner comes back: the provider's answer lands, since no claim
+	// took the row since. A transient verdict does not.
+	res, err = sc.Store.FinishAttempts(ctx, []store.Attempt{
+		{Fence: fences[0], Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"}},
+		{Fence: fences[1], Outcome: store.Outcome{Status: mailtype.StatusPending, ErrorClass: mailtype.Transient}}})
+	require.NoError(t, err)
+	require.Equal(t, store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}, res[0].Finished)
+	require.ErrorIs(t, res[1].Err, store.ErrLeaseLost)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND sent_at IS NOT NULL`, ids[0]))
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent' AND payload->'data'->>'attempts' = '1'`))
+
+	// Once a new claim took the row, a late answer is fenced.
+	sc.Exec(t, `UPDATE mail SET send_after = now() WHERE id = $1`, ids[1])
+	again, err := sc.Store.ClaimMails(ctx, claimParams(2))
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	require.Equal(t, 1, again[0].Sends)
+	require.Equal(t, 1, again[0].Ambiguous)
+	res, err = sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: fences[1], Outcome: store.Outcome{Status: mailtype.StatusSent}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, store.ErrLeaseLost)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+}
+
+func TestMarkStartedSkipsCancelledAndReleaseGivesTheSendBack(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	ids := insertMails(t, sc.Store, 3, "o")
+	got, err := sc.Store.ClaimMails(ctx, claimParams(3))
+	require.NoError(t, err)
+	byID := map[int64]store.Fence{}
+	for _, m := range got {
+		byID[m.ID] = m.Fence
+	}
+	sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[1])
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]], byID[ids[1]], byID[ids[2]]}, time.Hour)
+	require.NoError(t, err)
+	require.Len(t, started, 2)
+	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE send_started_at IS NOT NULL AND sends = 1
+		AND locked_until > now() + interval '59 minutes'`))
+	again, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]]}, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, again, "a send is marked once per claim")
+
+	release := store.Outcome{Status: mailtype.StatusPending, IfCancelRequested: mailtype.StatusCancelled, Release: true}
+	sc.Exec(t, `UPDATE mail SET last_error = 'deferred: 451 earlier', provider = 'smtp' WHERE id = $1`, ids[2])
+	res, err := sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: byID[ids[1]], Outcome: release}, {Fence: byID[ids[2]], Outcome: release}})
+	require.NoError(t, err)
+	require.Equal(t, store.Finished{Status: mailtype.StatusCancelled, Event: mailtype.EmailCancelled}, res[0].Finished)
+	require.Equal(t, store.Finished{Status: mailtype.StatusPending}, res[1].Finished)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'pending' AND sends = 0
+		AND send_started_at IS NULL AND last_error = 'deferred: 451 earlier' AND provider = 'smtp' AND send_after <= now()`, ids[2]),
+		"a released send is given back and the row keeps its history")
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled'
+		AND payload->'data'->>'attempts' = '0'`))
 }
 
 func TestDeleteFinishedKeepsUnknownAndRecentRows(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 // can check that the claim is an index scan of rows with work left. For
 // tests and benchmarks only.
 func (s *Store) ExplainClaimForTest(ctx context.Context, p ClaimParams) (string, error) {
-	rows, err := s.pool.Query(ctx, "EXPLAIN "+claimSQL, p.Limit, p.Lease, p.Worker, p.MaxAttempts)
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+claimSQL, p.Limit, p.Lease, p.Worker)
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", interpretError(err))
 	}
@@ -33,7 +33,7 @@ func (s *Store) ClaimRollbackForTest(ctx context.Context, p ClaimParams) (int, e
 		return 0, interpretError(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	tag, err := tx.Exec(ctx, claimSQL, p.Limit, p.Lease, p.Worker, p.MaxAttempts)
+	tag, err := tx.Exec(ctx, claimSQL, p.Limit, p.Lease, p.Worker)
 	if err != nil {
 		return 0, fmt.Errorf("claim mails: %w", interpretError(err))
 	}

@@ -27,6 +27,10 @@ type NewMail struct {
 	Payload []byte
 	// Subject, BodyText, BodyHTML and MessageID are the rendered mail.
 	Subject, BodyText, BodyHTML, MessageID string
+	// From, ToName (the cleaned display name), ReplyTo ("" for none) and
+	// IdempotencyKey complete what every attempt puts on the wire; they are
+	// stored so that a config change never alters a mail between attempts.
+	From, ToName, ReplyTo, IdempotencyKey string
 	OccurredAt                             time.Time
 	// Stale marks an event older than its max age: the row is recorded as
 	// failed (reason stale, so its dedupe key is taken) with an
@@ -141,11 +145,13 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
-                  subject, body_text, body_html, message_id, status, last_error, occurred_at)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), oa
+                  subject, body_text, body_html, message_id, status, last_error,
+                  from_addr, to_name, reply_to, idempotency_key, occurred_at)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), fa, tn, rt, ik, oa
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::timestamptz[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, oa)
+            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
+            $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, fa, tn, rt, ik, oa)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key`
 
@@ -155,7 +161,7 @@ RETURNING event_id::text, dedupe_key`
 // is skipped.
 func insertMails(ctx context.Context, q querier, items []IngestItem, res []IngestResult) error {
 	n := len(items)
-	cols := make([][]string, 13)
+	cols := make([][]string, 17)
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
@@ -171,12 +177,13 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 			payload = "{}"
 		}
 		for c, v := range []string{m.EventID, m.DedupeKey, m.OrderID, m.Template, m.Locale, m.ToEmail, payload,
-			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr} {
+			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr,
+			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey} {
 			cols[c][i] = v
 		}
 		occurred[i] = m.OccurredAt
 	}
-	args := make([]any, 0, 14)
+	args := make([]any, 0, 18)
 	for _, c := range cols {
 		args = append(args, c)
 	}

@@ -17,7 +17,7 @@ func TestMailByKeyAndByOrder(t *testing.T) {
 	key := seedMail(t, sc, "order-confirmed:42", "42", mailtype.StatusUnknown)
 	_, err := sc.Store.Reconcile(ctx(t), key, true)
 	require.NoError(t, err)
-	resend, err := sc.Store.Resend(ctx(t), key, "shop.example")
+	resend, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 	require.NoError(t, err)
 	seedMail(t, sc, "order-confirmed:43", "43", mailtype.StatusPending)
 

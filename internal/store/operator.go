@@ -61,12 +61,14 @@ func resendRefusal(key string, st mailtype.Status) error {
 
 type resendSource struct {
 	orderID, template, locale, toEmail, subject, text, html string
+	from, toName, replyTo                                   string
 	status                                                  mailtype.Status
-	payload                                                 []byte
+	payload                                                 string
 }
 
 const lockForResendSQL = `
-SELECT order_id, template, locale, to_email, payload, subject, body_text, body_html, status
+SELECT order_id, template, locale, to_email, payload::text, subject, body_text, body_html, status,
+    from_addr, to_name, reply_to
 FROM mail WHERE dedupe_key = $1 FOR UPDATE`
 
 // resendSiblingsSQL reads the earlier resends of a key through the
@@ -76,23 +78,27 @@ SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND dedupe_key LIKE $2`
 
 const insertResendSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
-                  body_text, body_html, message_id, status, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', now())`
+                  body_text, body_html, message_id, status, occurred_at,
+                  from_addr, to_name, reply_to, idempotency_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now(), $12, $13, $14, $15)`
 
 // Resend creates a new pending mail keyed KEY:resend:N (N the next free
-// number) with the content of the mail keyed dedupeKey, a fresh event id
-// and a new Message-ID (mailtype.MessageID of the new key at domain). The
+// number) with the content and envelope (From, display name, Reply-To) of
+// the mail keyed dedupeKey, a fresh event id, a new Message-ID
+// (mailtype.MessageID of the new key at domain) and a new idempotency key
+// (mailtype.IdempotencyKey of the new key in namespace). The
 // original row is locked but never changed, so concurrent resends of one
 // key get distinct numbers. It returns the new key, ErrNotFound when no
 // mail has dedupeKey, or a *StateError when the original is not sent or
 // failed, is a tombstone, or an earlier resend of it is still pending or
 // sending (issue 7: a resend never risks a duplicate).
-func (s *Store) Resend(ctx context.Context, dedupeKey, domain string) (string, error) {
+func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string) (string, error) {
 	var newKey string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var src resendSource
 		err := tx.QueryRow(ctx, lockForResendSQL, dedupeKey).Scan(&src.orderID, &src.template, &src.locale,
-			&src.toEmail, &src.payload, &src.subject, &src.text, &src.html, &src.status)
+			&src.toEmail, &src.payload, &src.subject, &src.text, &src.html, &src.status,
+			&src.from, &src.toName, &src.replyTo)
 		if err != nil {
 			return interpretError(err)
 		}
@@ -107,7 +113,7 @@ func (s *Store) Resend(ctx context.Context, dedupeKey, domain string) (string, e
 			return err
 		}
 		newKey = dedupeKey + ResendSuffix + strconv.Itoa(n)
-		return insertResend(ctx, tx, newKey, domain, src)
+		return insertResend(ctx, tx, newKey, domain, namespace, src)
 	})
 	if err != nil {
 		return "", fmt.Errorf("resend %s: %w", dedupeKey, interpretErrorKeep(err))
@@ -147,14 +153,25 @@ func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error
 	return max + 1, nil
 }
 
-func insertResend(ctx context.Context, tx pgx.Tx, newKey, domain string, src resendSource) error {
+func insertResend(ctx context.Context, tx pgx.Tx, newKey, domain, namespace string, src resendSource) error {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("new event id: %w", err)
 	}
 	_, err = tx.Exec(ctx, insertResendSQL, id, newKey, src.orderID, src.template, src.locale, src.toEmail,
-		src.payload, src.subject, src.text, src.html, mailtype.MessageID(newKey, domain))
+		src.payload, src.subject, src.text, src.html, mailtype.MessageID(newKey, domain),
+		src.from, src.toName, src.replyTo, resendIdempotencyKey(src.from, namespace, newKey))
 	return err
+}
+
+// resendIdempotencyKey is the stored idempotency key of a resend: "" for a
+// copy of a row written before the envelope columns (its sender derives the
+// key), else the new key in namespace.
+func resendIdempotencyKey(from, namespace, key string) string {
+	if from == "" {
+		return ""
+	}
+	return mailtype.IdempotencyKey(namespace, key)
 }
 
 // likePrefix returns a LIKE pattern matching strings that start with p.
@@ -195,17 +212,19 @@ UPDATE mail SET
                      WHEN cancel_requested OR cancel_event_id IS NOT NULL THEN 'cancelled'
                      ELSE 'pending' END,
        sent_at = CASE WHEN $2::bool THEN now() ELSE sent_at END,
+       ambiguous = CASE WHEN $2::bool THEN ambiguous ELSE 0 END,
        send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
 WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
-          COALESCE(event_id::text, ''), attempts, status`
+          COALESCE(event_id::text, ''), sends, status`
 
 // Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
 // event is written (a cancel that came meanwhile was already reported as
 // EmailCancelTooLate by the consumer, as for a sender's success). Not
 // delivered: the mail goes back to pending, due now, for a new attempt
-// (its attempts, the fencing token, are kept), or to cancelled with an
+// (its attempts, the fencing token, are kept; its ambiguous count starts
+// again, since the operator says those sends did not deliver it), or to cancelled with an
 // EmailCancelled event when its order was cancelled meanwhile. It returns
 // ErrNotFound when no mail has dedupeKey and a *StateError when it is not
 // unknown.

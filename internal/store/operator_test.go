@@ -19,9 +19,9 @@ import (
 func seedMail(t *testing.T, sc *storetest.Schema, key, orderID string, st mailtype.Status) string {
 	t.Helper()
 	sc.Exec(t, `INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
-		subject, body_text, body_html, message_id, status, attempts, locked_until, provider, provider_message_id, last_error, sent_at)
+		subject, body_text, body_html, message_id, status, attempts, sends, locked_until, provider, provider_message_id, last_error, sent_at)
 		VALUES (gen_random_uuid(), $1, $2, 'order_confirmed', 'vi', 'b@example.com', '{"order_id":"42"}',
-		'Xác nhận đơn hàng', 'text', '<p>html</p>', $3, $4, 2,
+		'Xác nhận đơn hàng', 'text', '<p>html</p>', $3, $4, 2, 2,
 		CASE WHEN $4 = 'sending' THEN now() + interval '1 minute' END, 'smtp', 'pm-1', 'timeout (ambiguous): reset',
 		CASE WHEN $4 = 'sent' THEN now() END)`,
 		key, orderID, mailtype.MessageID(key, "shop.example"), string(st))
@@ -39,10 +39,15 @@ func TestResendCopiesContentUnderANewKey(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
 	key := seedMail(t, sc, "order-confirmed:42", "42", mailtype.StatusSent)
+	sc.Exec(t, `UPDATE mail SET from_addr = 'Shop <orders@shop.example>', to_name = 'B', reply_to = 'help@shop.example',
+		idempotency_key = 'ns:order-confirmed:42' WHERE dedupe_key = $1`, key)
 
-	newKey, err := sc.Store.Resend(ctx(t), key, "shop.example")
+	newKey, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 	require.NoError(t, err)
 	require.Equal(t, "order-confirmed:42:resend:1", newKey)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = $1 AND from_addr = 'Shop <orders@shop.example>'
+		AND to_name = 'B' AND reply_to = 'help@shop.example' AND idempotency_key = 'ns:order-confirmed:42:resend:1'`, newKey),
+		"a resend keeps the original's envelope and gets its own idempotency key")
 
 	orig, err := sc.Store.MailByKey(ctx(t), key)
 	require.NoError(t, err)
@@ -64,7 +69,7 @@ func TestResendCopiesContentUnderANewKey(t *testing.T) {
 
 	// Once the first resend ended, the next one takes number 2.
 	sc.Exec(t, `UPDATE mail SET status = 'failed' WHERE dedupe_key = $1`, newKey)
-	second, err := sc.Store.Resend(ctx(t), key, "shop.example")
+	second, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 	require.NoError(t, err)
 	require.Equal(t, "order-confirmed:42:resend:2", second)
 	require.EqualValues(t, 3, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '42'`))
@@ -75,24 +80,24 @@ func TestResendRefusals(t *testing.T) {
 	sc := storetest.New(t)
 	for _, st := range []mailtype.Status{mailtype.StatusPending, mailtype.StatusSending, mailtype.StatusUnknown, mailtype.StatusCancelled} {
 		key := seedMail(t, sc, "k-"+string(st), "1", st)
-		_, err := sc.Store.Resend(ctx(t), key, "shop.example")
+		_, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 		var se *store.StateError
 		require.ErrorAs(t, err, &se, st)
 		require.ErrorIs(t, err, store.ErrWrongState)
 		require.Equal(t, st, se.Status)
 	}
-	_, err := sc.Store.Resend(ctx(t), "no-such-key", "shop.example")
+	_, err := sc.Store.Resend(ctx(t), "no-such-key", "shop.example", "ns")
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status, cancel_event_id) VALUES ('order-confirmed:9', '9', 'order_confirmed', 'sent', gen_random_uuid())`)
-	_, err = sc.Store.Resend(ctx(t), "order-confirmed:9", "shop.example")
+	_, err = sc.Store.Resend(ctx(t), "order-confirmed:9", "shop.example", "ns")
 	require.ErrorIs(t, err, store.ErrWrongState, "a row without content cannot be resent")
 
 	// An earlier resend still in flight blocks the next one.
 	key := seedMail(t, sc, "order-confirmed:7", "7", mailtype.StatusFailed)
-	first, err := sc.Store.Resend(ctx(t), key, "shop.example")
+	first, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 	require.NoError(t, err)
-	_, err = sc.Store.Resend(ctx(t), key, "shop.example")
+	_, err = sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 	var se *store.StateError
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, first, se.DedupeKey)
@@ -109,7 +114,7 @@ func TestConcurrentResendsNeverShareAKey(t *testing.T) {
 	results := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			_, err := sc.Store.Resend(ctx(t), key, "shop.example")
+			_, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
 			results <- err
 		})
 	}

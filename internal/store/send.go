@@ -36,6 +36,14 @@ type Outcome struct {
 	ErrorClass  mailtype.Class
 	ErrorReason mailtype.Reason
 	Error       string
+	// Release ends a claim that never handed the mail to the provider: the
+	// row goes back to Status (pending, due after RetryAfter) or, with a
+	// cancel requested, to IfCancelRequested (cancelled), and keeps the
+	// provider and last error of its earlier sends.
+	Release bool
+	// Ambiguous counts this attempt as an ambiguous outcome (the row's
+	// ambiguous column grows by one; sender.ambiguous_retries reads it).
+	Ambiguous bool
 }
 
 // Finished is what FinishAttempt wrote.
@@ -52,6 +60,13 @@ type Finished struct {
 // milliseconds. The CASE is evaluated on the row version the UPDATE locks,
 // so a cancel committed during the send is seen. `m.id = ANY($1)` keeps it
 // an index scan of the primary key.
+//
+// The fence is the token: status 'sending' with the same attempts, or, for
+// a late write (the provider's own answer, sent or failed, recorded after
+// the janitor settled the expired lease), 'pending' or 'unknown' with the
+// same attempts: no claim took the row since, so no other send started and
+// the provider's answer is still the truth about it. A settle write (the
+// janitor's) also demands that the lease expired.
 const finishManySQL = `
 UPDATE mail m SET
     status = CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END,
@@ -61,14 +76,20 @@ UPDATE mail m SET
         THEN now() ELSE m.sent_at END,
     locked_until = NULL,
     locked_by = NULL,
-    provider = NULLIF(o.provider, ''),
+    provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
     provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
-    last_error = NULLIF(o.last_error, ''),
+    last_error = CASE WHEN o.release THEN m.last_error ELSE NULLIF(o.last_error, '') END,
+    ambiguous = m.ambiguous + o.amb,
+    sends = CASE WHEN o.release AND m.send_started_at IS NOT NULL THEN m.sends - 1 ELSE m.sends END,
+    send_started_at = CASE WHEN o.release THEN NULL ELSE m.send_started_at END,
     updated_at = now()
-FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[])
-    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error)
-WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.status = 'sending' AND m.attempts = o.token
-RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, '')`
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
+            $9::bool[], $10::int[], $11::bool[], $12::bool[])
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle)
+WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.attempts = o.token
+  AND (m.status = 'sending' OR (o.late AND m.status IN ('pending', 'unknown')))
+  AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
+RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends`
 
 // FinishAttempt records the outcome of the attempt fenced by f, in one short
 // transaction: the row's new status and, for a terminal status, its
@@ -88,6 +109,12 @@ func (s *Store) FinishAttempt(ctx context.Context, f Fence, o Outcome) (Finished
 type Attempt struct {
 	Fence
 	Outcome Outcome
+	// Settle marks the janitor's verdict on a send whose lease expired: it
+	// is written only while the row is still `sending` with an expired
+	// lease. Without it, a sent or failed outcome (the provider's own
+	// answer) is also written when the janitor settled the row meanwhile
+	// (pending or unknown, same token): see finishManySQL.
+	Settle bool
 }
 
 // AttemptResult is what FinishAttempts did with one Attempt: Err is nil or
@@ -133,6 +160,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	retryMS := make([]int64, n)
+	release, late, settle, amb := make([]bool, n), make([]bool, n), make([]bool, n), make([]int32, n)
 	for i, a := range as {
 		o := a.Outcome
 		ids[i], tokens[i] = a.ID, int32(a.Token)
@@ -142,20 +170,27 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 		retryMS[i] = o.RetryAfter.Milliseconds()
 		provider[i], pmid[i], lastErr[i] = o.Provider, o.ProviderMessageID, o.lastError()
+		release[i], settle[i] = o.Release, a.Settle
+		late[i] = !a.Settle && !o.Release && (o.Status == mailtype.StatusSent || o.Status == mailtype.StatusFailed)
+		if o.Ambiguous {
+			amb[i] = 1
+		}
 	}
-	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr)
+	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr,
+		release, amb, late, settle)
 	if err != nil {
 		return nil, err
 	}
 	type row struct {
 		status mailtype.Status
+		sends  int
 		fb     Feedback
 	}
 	got := make(map[Fence]row, n)
 	for rows.Next() {
 		var f Fence
 		var r row
-		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template, &r.fb.SourceEventID); err != nil {
+		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template, &r.fb.SourceEventID, &r.sends); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -176,8 +211,11 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			continue
 		}
 		o, fb := a.Outcome, r.fb
-		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, a.Token
+		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, r.sends
 		fb.Provider, fb.ProviderMessageID = o.Provider, o.ProviderMessageID
+		if o.Release {
+			fb.Provider = ""
+		}
 		if r.status != mailtype.StatusSent {
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
 		}

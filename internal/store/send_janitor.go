@@ -6,84 +6,55 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// expireLeasesSQL ends `sending` rows whose lease expired and that no
-// claim will take again: attempts exhausted (a lease expiry counts as an
-// attempt, so a mail that crashes its worker every time cannot loop
-// forever), or cancel_requested (a cancelled mail is not retried). They
-// become failed ($3 in last_error), or cancelled when a cancel was
-// requested ($4: the outcome of the interrupted send is unknown). The MATERIALIZED
-// CTE bounds the batch; SKIP LOCKED lets replicas run it at once; the rows
-// are found again by primary key (see claimSQL).
-const expireLeasesSQL = `
-WITH dead AS MATERIALIZED (
-    SELECT id FROM mail
-    WHERE status = 'sending' AND locked_until < now()
-      AND (attempts >= $1 OR cancel_requested)
-    ORDER BY locked_until, id
-    LIMIT $2
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE mail m SET
-    status = CASE WHEN m.cancel_requested THEN 'cancelled' ELSE 'failed' END,
-    locked_until = NULL,
-    locked_by = NULL,
-    last_error = CASE WHEN m.cancel_requested THEN $4 ELSE $3 END,
-    updated_at = now()
-WHERE m.id = ANY (ARRAY(SELECT id FROM dead))
-RETURNING m.status, m.attempts, m.dedupe_key, m.order_id, m.template,
-    COALESCE(m.event_id::text, ''), COALESCE(m.provider, '')`
+// ExpiredSend is a `sending` row whose lease expired and that no claim
+// takes again by itself: its send had started (the provider may have the
+// mail), or a cancel was requested before it started.
+type ExpiredSend struct {
+	Fence
+	// Started reports whether the expired claim had started its send.
+	Started bool
+	// Sends and Ambiguous are the row's counters (Sends includes the
+	// expired send when Started).
+	Sends, Ambiguous int
+	Template         string
+	CancelRequested  bool
+	// FirstAttemptAt is when the row's first claim was taken (provider
+	// idempotency windows count from here).
+	FirstAttemptAt time.Time
+}
 
-// leaseExpiredUnknown is the last_error (and the event's error) of a
-// cancelled row whose lease expired mid-send: attempts are not exhausted,
-// and whether that send reached the provider is not known.
-const leaseExpiredUnknown = "the lease expired during a send whose outcome is unknown; the mail may have been delivered"
+// expiredSendsSQL reads, oldest lease first, through the partial index
+// mail_sending_lease_idx, the expired `sending` rows that need a verdict.
+const expiredSendsSQL = `
+SELECT id, attempts, send_started_at IS NOT NULL, sends, ambiguous, template, cancel_requested,
+    COALESCE(first_attempt_at, created_at)
+FROM mail
+WHERE status = 'sending' AND locked_until < now() AND (send_started_at IS NOT NULL OR cancel_requested)
+ORDER BY locked_until, id
+LIMIT $1`
 
-// ExpireLeases ends up to limit rows whose lease expired with attempts >=
-// maxAttempts (failed, EmailFailed with reason attempts_exhausted) or with
-// cancel_requested set (cancelled, EmailCancelled with class ambiguous and
-// reason lease_expired: the last send may have been delivered), each with
-// its feedback event in the same transaction. It returns how many rows it
-// ended. Safe to run on every replica at once.
-func (s *Store) ExpireLeases(ctx context.Context, maxAttempts, limit int) (int, error) {
-	msg := string(mailtype.ReasonAttemptsExceeded) + ": " + string(mailtype.ReasonLeaseExpired)
-	cancelledMsg := string(mailtype.ReasonLeaseExpired) + ": " + leaseExpiredUnknown
-	n := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, expireLeasesSQL, maxAttempts, limit, msg, cancelledMsg)
-		if err != nil {
-			return err
-		}
-		fbs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Feedback, error) {
-			var f Feedback
-			err := r.Scan(&f.Status, &f.Attempts, &f.DedupeKey, &f.OrderID, &f.Template, &f.SourceEventID, &f.Provider)
-			return f, err
-		})
-		if err != nil {
-			return err
-		}
-		for _, f := range fbs {
-			f.Type = feedbackType(f.Status)
-			f.ErrorClass, f.ErrorReason = mailtype.Ambiguous, mailtype.ReasonLeaseExpired
-			f.Error = leaseExpiredUnknown
-			if f.Status == mailtype.StatusFailed {
-				f.ErrorClass, f.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
-				f.Error = "lease expired on the last attempt"
-			}
-			if err := s.insertFeedback(ctx, tx, f); err != nil {
-				return err
-			}
-		}
-		n = len(fbs)
-		return nil
+// ExpiredSends returns up to limit `sending` rows whose lease expired after
+// their send started, or before it started with a cancel requested. The
+// caller decides about each and writes its verdict with FinishAttempts and
+// Attempt.Settle set, which is fenced by the token and the expired lease,
+// so replicas may run this at once and a late owner's own outcome is never
+// overwritten.
+func (s *Store) ExpiredSends(ctx context.Context, limit int) ([]ExpiredSend, error) {
+	rows, err := s.pool.Query(ctx, expiredSendsSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read expired sends: %w", interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ExpiredSend, error) {
+		var e ExpiredSend
+		err := r.Scan(&e.ID, &e.Token, &e.Started, &e.Sends, &e.Ambiguous, &e.Template, &e.CancelRequested, &e.FirstAttemptAt)
+		return e, err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("expire leases: %w", interpretError(err))
+		return nil, fmt.Errorf("read expired sends: %w", interpretError(err))
 	}
-	return n, nil
+	return out, nil
 }
 
 // deleteFinishedSQL deletes one batch of finished rows (tombstones

@@ -25,14 +25,20 @@ type TestMail struct {
 	BodyText     string
 	BodyHTML     string
 	MessageID    string
+	// From, ToName, ReplyTo and IdempotencyKey are the stored envelope;
+	// From "" writes a row as before migration 00050 (its sender fills
+	// them from its config).
+	From, ToName, ReplyTo, IdempotencyKey string
 	// SendAfter is when the row becomes due; zero means now.
 	SendAfter time.Time
 }
 
 const insertTestMailSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
-    subject, body_text, body_html, message_id, status, send_after, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', COALESCE($12, now()), now())
+    subject, body_text, body_html, message_id, status, send_after, occurred_at,
+    from_addr, to_name, reply_to, idempotency_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', COALESCE($12, now()), now(),
+    $13, $14, $15, $16)
 RETURNING id`
 
 // InsertPendingForTest inserts one `pending` mail row and returns its id.
@@ -52,7 +58,8 @@ func (s *Store) InsertPendingForTest(ctx context.Context, m TestMail) (int64, er
 	}
 	var id int64
 	err = s.pool.QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
-		m.ToEmail, payload, m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter).Scan(&id)
+		m.ToEmail, string(payload), m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter,
+		m.From, m.ToName, m.ReplyTo, m.IdempotencyKey).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert test mail %s: %w", m.DedupeKey, interpretError(err))
 	}

@@ -83,9 +83,11 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // no response after the request was written is ambiguous (Resend may have
 // sent it; retrying with the same key is safe within 24 h); no response
 // before that is transient; 429 is transient with the provider's delay;
-// 409 with a reused key and another payload is permanent
-// (idempotency_conflict: the payload changed between attempts, a bug, not
-// retried under a new key); a concurrent request with the key, 408, 5xx,
+// 409 invalid_idempotent_request is ambiguous (idempotency_conflict: the key
+// was used already, so an earlier attempt reached Resend and may have been
+// sent; every attempt sends identical bytes, so this is a key collision or
+// a payload changed by hand: the mail ends unknown, for reconciliation,
+// never failed and never retried under a new key); a concurrent request with the key, 408, 5xx,
 // 401 and 403 are transient; other 4xx are permanent (validation).
 func classify(ctx context.Context, e *exchange, msg string) error {
 	err := errors.New(msg)
@@ -106,7 +108,7 @@ func classify(ctx context.Context, e *exchange, msg string) error {
 	case s == http.StatusConflict && e.errName == errConcurrentIdempotentRequests:
 		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
 	case s == http.StatusConflict:
-		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonIdempotencyReuse, err)
+		return mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse, err)
 	case s >= 500 || s == http.StatusRequestTimeout:
 		return mailtype.NewError(mailtype.Transient, mailtype.ReasonServerError, err)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:

@@ -110,7 +110,7 @@ func payload(m *sender.Message) *resendapi.SendEmailRequest {
 		to = m.ToName + " <" + m.To + ">"
 	}
 	return &resendapi.SendEmailRequest{
-		From: m.From, To: []string{to}, Subject: m.Subject, Text: m.Text, Html: m.HTML,
+		From: m.From, To: []string{to}, Subject: m.Subject, Text: m.Text, Html: m.HTML, ReplyTo: m.ReplyTo,
 		// Only the stored Message-ID (which Resend's email id and our row
 		// both map to); the idempotency key travels as the HTTP header only.
 		Headers: map[string]string{"Message-ID": m.MessageID},

@@ -58,7 +58,7 @@ func Message(key string) *sender.Message {
 		From: "Cửa hàng <orders@example.com>", To: "b@example.com", ToName: "Nguyễn Văn B",
 		Subject: "Xác nhận đơn hàng 42", Text: "Cảm ơn quý khách.\n", HTML: "<p>Cảm ơn quý khách.</p>",
 		MessageID: mailtype.MessageID(key, "example.com"), DedupeKey: key,
-		IdempotencyKey: mailtype.IdempotencyKey(key), Date: time.Date(2026, 9, 18, 8, 0, 0, 0, time.UTC),
+		IdempotencyKey: mailtype.IdempotencyKey("", key), Date: time.Date(2026, 9, 18, 8, 0, 0, 0, time.UTC),
 	}
 }
 

@@ -35,6 +35,11 @@ func buildMsg(m *sender.Message, idempotencyHeader string) (*gomail.Msg, error) 
 	// display name (a quote, a trailing backslash) is quoted or RFC 2047
 	// encoded by net/mail, so only the address can fail the mail.
 	msg.AddToMailAddress(&mail.Address{Name: m.ToName, Address: to.Address})
+	if m.ReplyTo != "" {
+		if err := msg.ReplyTo(m.ReplyTo); err != nil {
+			return nil, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "reply-to address: %v", err)
+		}
+	}
 	msg.Subject(m.Subject)
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
 	msg.SetDateWithValue(m.Date.UTC())

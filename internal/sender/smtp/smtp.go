@@ -116,9 +116,22 @@ func New(cfg Config) (*Provider, error) {
 // Name returns "smtp".
 func (p *Provider) Name() string { return "smtp" }
 
-// IdempotencyWindow returns 0: plain SMTP cannot be made idempotent (a
-// relay that honours IdempotencyHeader may, but its window is its own).
-func (p *Provider) IdempotencyWindow() time.Duration { return 0 }
+// RelayIdempotencyWindow is how long a relay that honours
+// Config.IdempotencyHeader is trusted to drop a resend carrying a key it
+// has seen: Resend's SMTP relay keeps Resend-Idempotency-Key for 24 h
+// (Resend documentation, "Idempotency Keys"); configure the header only for
+// a relay that keeps its keys at least as long.
+const RelayIdempotencyWindow = 24 * time.Hour
+
+// IdempotencyWindow returns 0 for plain SMTP, which cannot be made
+// idempotent, and RelayIdempotencyWindow when Config.IdempotencyHeader is
+// set: the relay dedupes, so resends after an ambiguous outcome are safe.
+func (p *Provider) IdempotencyWindow() time.Duration {
+	if p.cfg.IdempotencyHeader != "" {
+		return RelayIdempotencyWindow
+	}
+	return 0
+}
 
 // NewSession returns a session that dials on its first Send.
 func (p *Provider) NewSession() sender.Session { return &session{p: p} }

@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Started is a claimed row whose send-started mark committed: from now on
+// the send may reach the provider, and a crash leaves the row ambiguous.
+type Started struct {
+	Fence
+	// Sends counts the sends of the row, this one included (the attempt
+	// number reported in feedback events).
+	Sends int
+	// Ambiguous is how many earlier sends ended ambiguous.
+	Ambiguous int
+}
+
+// markStartedSQL sets send_started_at, counts the send and renews the lease
+// (now() + $3, database clock) of every fenced row that is still ours and
+// has no cancel requested, in one statement. `m.id = ANY($1)` keeps it an
+// index scan of the primary key.
+const markStartedSQL = `
+UPDATE mail m SET send_started_at = now(), sends = m.sends + 1,
+    locked_until = now() + $3::interval, updated_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS f(id, token)
+WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status = 'sending' AND m.attempts = f.token
+  AND m.send_started_at IS NULL AND NOT m.cancel_requested
+RETURNING m.id, m.attempts, m.sends, m.ambiguous`
+
+// MarkStarted records, in one short autocommit statement, that the sends
+// of the claims fs are about to start, and renews their leases to now() +
+// lease (database clock). A caller hands a mail to the provider only after
+// its fence came back here, and only for as long as the renewed lease
+// allows. A fence missing from the result must not be sent: its lease was
+// lost (another claim owns the row) or a cancel was requested meanwhile
+// (the caller releases the row: Outcome Release). Errors are classified
+// (a transient *mailtype.Error with ReasonDatabase when the database is
+// unreachable); nothing is marked then.
+func (s *Store) MarkStarted(ctx context.Context, fs []Fence, lease time.Duration) ([]Started, error) {
+	ids := make([]int64, len(fs))
+	tokens := make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], tokens[i] = f.ID, int32(f.Token)
+	}
+	rows, err := s.pool.Query(ctx, markStartedSQL, ids, tokens, lease)
+	if err != nil {
+		return nil, fmt.Errorf("mark %d sends started: %w", len(fs), interpretError(err))
+	}
+	started, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Started, error) {
+		var st Started
+		err := r.Scan(&st.ID, &st.Token, &st.Sends, &st.Ambiguous)
+		return st, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mark %d sends started: %w", len(fs), interpretError(err))
+	}
+	return started, nil
+}
+
+// IdempotencyNamespace returns configured when it is not "", else this
+// deployment's id: the random UUID migration 00050 stored in mailsvc_meta,
+// stable for the life of the database and shared by every replica. It is
+// the prefix of provider idempotency keys (mailtype.IdempotencyKey).
+func (s *Store) IdempotencyNamespace(ctx context.Context, configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	var id string
+	err := s.pool.QueryRow(ctx, `SELECT value FROM mailsvc_meta WHERE key = 'deployment_id'`).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("read deployment id: %w", interpretError(err))
+	}
+	return id, nil
+}
