@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/config"
-	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -18,6 +17,7 @@ import (
 // implements it.
 type JanitorStore interface {
 	ExpiredSends(ctx context.Context, limit int) ([]store.ExpiredSend, error)
+	GraceExpired(ctx context.Context, fs []store.Fence, grace time.Duration) (int, error)
 	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
 	DeleteFinished(ctx context.Context, window time.Duration, limit int) (int64, error)
 	CountUnknown(ctx context.Context) (int64, error)
@@ -25,7 +25,8 @@ type JanitorStore interface {
 
 // JanitorConfig configures a Janitor.
 type JanitorConfig struct {
-	// Interval is the time between two rounds (default 30s).
+	// Interval is the time between two rounds (default 30s; the daemon uses
+	// a quarter of sender.lease, at most 30s).
 	Interval time.Duration
 	// Sender is the pool's configuration: a send whose lease expired is
 	// judged by the same rules as one that ended ambiguous in a worker
@@ -45,7 +46,10 @@ type JanitorConfig struct {
 
 // JanitorConfigFrom copies the janitor's settings of a loaded configuration.
 func JanitorConfigFrom(c *config.Config) JanitorConfig {
-	return JanitorConfig{Sender: ConfigFrom(c), RetentionWindow: c.Retention.Window}
+	// A round every quarter lease (at most 30s): an expired send waits
+	// little longer than its lease and grace for its verdict.
+	return JanitorConfig{Sender: ConfigFrom(c), RetentionWindow: c.Retention.Window,
+		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
 func (c JanitorConfig) withDefaults() JanitorConfig {
@@ -99,9 +103,10 @@ type Round struct {
 // Janitor is one cheap loop, safe on every replica at once (its writes are
 // fenced): it settles `sending` rows whose lease expired after their send
 // started (the worker crashed, paused or lost the database mid-send: the
-// mail may have been delivered, so this is an ambiguous outcome, judged by
-// the pool's rules; the token is kept, so that the original worker can
-// still record the provider's answer if it comes back), deletes finished
+// mail may have been delivered): first it gives the send a grace, then,
+// if its owner still recorded nothing, it judges it as an ambiguous outcome
+// by the pool's rules (the token is kept, so that the original worker can
+// still record the provider's answer if it comes back later), deletes finished
 // rows older than the retention window in small batches, and counts
 // unknown rows. Expired claims that never started a send need no janitor:
 // the next claim takes them. Start and Stop are safe for concurrent use.
@@ -232,14 +237,41 @@ func (j *Janitor) RunOnce(ctx context.Context) (Round, error) {
 	return r, err
 }
 
-// settle gives a verdict to one batch of expired sends and reports how
-// many it wrote and whether a full batch was read (more may wait).
+// settle handles one batch of expired sends and reports how many it
+// settled and whether a full batch was read (more may wait). A started
+// send first gets a grace (store.GraceExpired), and a verdict only once
+// that ran out as well.
 func (j *Janitor) settle(ctx context.Context) (int, bool, error) {
 	rows, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) ([]store.ExpiredSend, error) {
 		return j.deps.Store.ExpiredSends(c, j.cfg.BatchSize)
 	})
 	if err != nil || len(rows) == 0 {
 		return 0, false, err
+	}
+	var grace []store.Fence
+	var judged []store.ExpiredSend
+	for _, e := range rows {
+		if e.Started && !e.Graced {
+			grace = append(grace, e.Fence)
+		} else {
+			judged = append(judged, e)
+		}
+	}
+	if len(grace) > 0 {
+		if _, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) (int, error) {
+			return j.deps.Store.GraceExpired(c, grace, j.Grace())
+		}); err != nil {
+			return 0, false, err
+		}
+	}
+	n, err := j.judge(ctx, judged)
+	return n, len(rows) == j.cfg.BatchSize, err
+}
+
+// judge writes the verdicts of rows, fenced, and returns how many landed.
+func (j *Janitor) judge(ctx context.Context, rows []store.ExpiredSend) (int, error) {
+	if len(rows) == 0 {
+		return 0, nil
 	}
 	as := make([]store.Attempt, len(rows))
 	for i, e := range rows {
@@ -249,7 +281,7 @@ func (j *Janitor) settle(ctx context.Context) (int, bool, error) {
 		return j.deps.Store.FinishAttempts(c, as)
 	})
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	n, wrote := 0, false
 	for i, r := range res {
@@ -265,31 +297,25 @@ func (j *Janitor) settle(ctx context.Context) (int, bool, error) {
 	if wrote && j.deps.OnOutboxWritten != nil {
 		j.deps.OnOutboxWritten()
 	}
-	return n, len(rows) == j.cfg.BatchSize, nil
+	return n, nil
 }
 
 // verdict judges one expired send. A claim that never started is released
-// (it only gets here with a cancel requested: cancelled). A started send is
-// an ambiguous outcome under the pool's rules; a retry waits at least
-// settleGrace, so that the original worker, if it is alive and only lost
-// the database, records the provider's answer first once the database
-// answers again (its write still lands: the token is unchanged).
+// (it only gets here with a cancel requested: cancelled). A started send
+// whose grace ran out is an ambiguous outcome under the pool's rules.
 func (j *Janitor) verdict(e store.ExpiredSend) verdict {
 	if !e.Started {
 		return releaseVerdict()
 	}
 	a := j.rules.attempt(e.Template, e.Sends, e.Ambiguous, time.Since(e.FirstAttemptAt))
-	v := decide(errLeaseExpired, Receipt{}, a)
-	if v.Record.Status == mailtype.StatusPending {
-		v.Record.RetryAfter = max(v.Record.RetryAfter, j.settleGrace())
-	}
-	return v
+	return decide(errLeaseExpired, Receipt{}, a)
 }
 
-// settleGrace is the least delay before a send whose lease expired is sent
-// again: twice the pool's statement timeout, longer than its recorder
-// needs to retry a write that hung in a dead connection.
-func (j *Janitor) settleGrace() time.Duration {
+// Grace is how long a started send whose lease expired waits for its
+// owner before the janitor judges it: twice the pool's statement timeout
+// plus a second, longer than a live owner's recorder needs to retry a
+// write that hung in a dead connection once the database answers again.
+func (j *Janitor) Grace() time.Duration {
 	return 2*j.cfg.Sender.DBTimeout + time.Second
 }
 

@@ -31,7 +31,7 @@ type NewMail struct {
 	// IdempotencyKey complete what every attempt puts on the wire; they are
 	// stored so that a config change never alters a mail between attempts.
 	From, ToName, ReplyTo, IdempotencyKey string
-	OccurredAt                             time.Time
+	OccurredAt                            time.Time
 	// Stale marks an event older than its max age: the row is recorded as
 	// failed (reason stale, so its dedupe key is taken) with an
 	// EmailFailed feedback event, and never sent.

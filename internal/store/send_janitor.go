@@ -15,6 +15,9 @@ type ExpiredSend struct {
 	Fence
 	// Started reports whether the expired claim had started its send.
 	Started bool
+	// Graced reports whether GraceExpired already gave this send its grace
+	// (locked_by is GraceHolder) and the grace ran out too.
+	Graced bool
 	// Sends and Ambiguous are the row's counters (Sends includes the
 	// expired send when Started).
 	Sends, Ambiguous int
@@ -28,8 +31,8 @@ type ExpiredSend struct {
 // expiredSendsSQL reads, oldest lease first, through the partial index
 // mail_sending_lease_idx, the expired `sending` rows that need a verdict.
 const expiredSendsSQL = `
-SELECT id, attempts, send_started_at IS NOT NULL, sends, ambiguous, template, cancel_requested,
-    COALESCE(first_attempt_at, created_at)
+SELECT id, attempts, send_started_at IS NOT NULL, locked_by IS NOT DISTINCT FROM $2, sends, ambiguous,
+    template, cancel_requested, COALESCE(first_attempt_at, created_at)
 FROM mail
 WHERE status = 'sending' AND locked_until < now() AND (send_started_at IS NOT NULL OR cancel_requested)
 ORDER BY locked_until, id
@@ -42,19 +45,51 @@ LIMIT $1`
 // so replicas may run this at once and a late owner's own outcome is never
 // overwritten.
 func (s *Store) ExpiredSends(ctx context.Context, limit int) ([]ExpiredSend, error) {
-	rows, err := s.pool.Query(ctx, expiredSendsSQL, limit)
+	rows, err := s.pool.Query(ctx, expiredSendsSQL, limit, GraceHolder)
 	if err != nil {
 		return nil, fmt.Errorf("read expired sends: %w", interpretError(err))
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ExpiredSend, error) {
 		var e ExpiredSend
-		err := r.Scan(&e.ID, &e.Token, &e.Started, &e.Sends, &e.Ambiguous, &e.Template, &e.CancelRequested, &e.FirstAttemptAt)
+		err := r.Scan(&e.ID, &e.Token, &e.Started, &e.Graced, &e.Sends, &e.Ambiguous, &e.Template, &e.CancelRequested, &e.FirstAttemptAt)
 		return e, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read expired sends: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// GraceHolder is the locked_by of a started send whose lease expired and
+// that the janitor gave a grace period: its owner may be alive behind a
+// database outage and about to record the provider's answer.
+const GraceHolder = "(lease expired: waiting for its owner to record the outcome)"
+
+const graceSQL = `
+UPDATE mail m SET locked_until = now() + $3::interval, locked_by = $4, updated_at = now()
+FROM unnest($1::bigint[], $2::int[]) AS f(id, token)
+WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status = 'sending' AND m.attempts = f.token
+  AND m.locked_until < now()`
+
+// GraceExpired gives each expired send of fs a grace period: its lease
+// becomes now() + grace (database clock) and locked_by GraceHolder, the
+// token unchanged, in one statement. A janitor settles a started send only
+// after its grace ran out too, so the grace is measured while the database
+// answers: after an outage of any length the owner, if alive, has a whole
+// grace to record the provider's answer before anyone judges the send. It
+// returns how many rows it changed (a fence that no longer holds, or a
+// lease renewed meanwhile, is skipped).
+func (s *Store) GraceExpired(ctx context.Context, fs []Fence, grace time.Duration) (int, error) {
+	ids := make([]int64, len(fs))
+	tokens := make([]int32, len(fs))
+	for i, f := range fs {
+		ids[i], tokens[i] = f.ID, int32(f.Token)
+	}
+	tag, err := s.pool.Exec(ctx, graceSQL, ids, tokens, grace, GraceHolder)
+	if err != nil {
+		return 0, fmt.Errorf("grace %d expired sends: %w", len(fs), interpretError(err))
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // deleteFinishedSQL deletes one batch of finished rows (tombstones

@@ -78,6 +78,14 @@ type Options struct {
 	Discard bool
 	// Username and Password, when set, offer AUTH PLAIN and require it.
 	Username, Password string
+	// DataDelay, when positive, is how long the server waits after taking
+	// a message (the final dot) before it answers 250: the window in
+	// which a crash of the client leaves a delivered mail unrecorded.
+	DataDelay time.Duration
+	// LoseReplyFor, when set, is asked for every recipient of a message;
+	// for a recipient it reports true for, the server takes the message
+	// and never replies (like Hang at Data), on every attempt.
+	LoseReplyFor func(rcpt string) bool
 }
 
 // Message is one message the server took.
@@ -340,9 +348,17 @@ func (se *session) Data(r io.Reader) error {
 	_, isTLS := se.c.TLSConnectionState()
 	m := Message{From: se.from, To: append([]string(nil), se.to...), Data: buf.Bytes(), TLS: isTLS}
 	m.At = time.Now()
+	if se.loseReply() {
+		m.ReplyLost = "hang"
+		se.s.take(m)
+		return se.apply(Hang())
+	}
 	f, ok := se.s.next(Data)
 	if !ok {
 		se.s.take(m)
+		if d := se.s.opts.DataDelay; d > 0 {
+			time.Sleep(d) // the server's own slowness, the fault under test
+		}
 		return nil
 	}
 	switch f.kind {
@@ -354,6 +370,19 @@ func (se *session) Data(r io.Reader) error {
 		se.s.take(m)
 	}
 	return se.apply(f)
+}
+
+// loseReply reports whether Options.LoseReplyFor picks a recipient.
+func (se *session) loseReply() bool {
+	if se.s.opts.LoseReplyFor == nil {
+		return false
+	}
+	for _, to := range se.to {
+		if se.s.opts.LoseReplyFor(to) {
+			return true
+		}
+	}
+	return false
 }
 
 func (se *session) Reset() { se.from, se.to = "", nil }
