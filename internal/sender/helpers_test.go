@@ -128,6 +128,19 @@ type flakyStore struct {
 	// partitioned fails claims and renewals (the writes of outcomes still
 	// go through: the partition heals before them).
 	partitioned atomic.Bool
+	// renewalsFail fails lease renewals only.
+	renewalsFail atomic.Bool
+	// markDelay (nanoseconds) delays every send-started mark.
+	markDelay atomic.Int64
+	marks     atomic.Int32
+}
+
+func (f *flakyStore) MarkStarted(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Started, error) {
+	f.marks.Add(1)
+	if d := time.Duration(f.markDelay.Load()); d > 0 {
+		time.Sleep(d) // a slow database, the fault under test
+	}
+	return f.Store.MarkStarted(ctx, fs, lease)
 }
 
 func (f *flakyStore) ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error) {
@@ -147,7 +160,7 @@ func (f *flakyStore) FinishAttempts(ctx context.Context, as []store.Attempt) ([]
 }
 
 func (f *flakyStore) RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error) {
-	if f.partitioned.Load() {
+	if f.partitioned.Load() || f.renewalsFail.Load() {
 		return nil, errInjected
 	}
 	return f.Store.RenewLeases(ctx, fs, lease)
