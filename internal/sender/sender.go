@@ -19,9 +19,9 @@ import (
 	"time"
 )
 
-// DedupeHeader is the mail header that carries HeaderKey(IdempotencyKey),
-// so that a delivered copy can be matched to its row when an operator
-// reconciles an unknown mail. Providers must not use it (or any mail
+// DedupeHeader is the mail header that carries HeaderKey(DedupeKey), so
+// that a delivered copy can be matched to its row (`mailsvc mail show
+// KEY`) when an operator reconciles an unknown mail. Providers must not use it (or any mail
 // header) for the Resend Idempotency-Key, which is an HTTP header.
 const DedupeHeader = "X-Dedupe-Key"
 

@@ -43,10 +43,9 @@ func buildMsg(m *sender.Message, idempotencyHeader string) (*gomail.Msg, error) 
 	msg.Subject(m.Subject)
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
 	msg.SetDateWithValue(m.Date.UTC())
-	key := sender.HeaderKey(m.IdempotencyKey)
-	msg.SetGenHeader(sender.DedupeHeader, key)
+	msg.SetGenHeader(sender.DedupeHeader, sender.HeaderKey(m.DedupeKey))
 	if idempotencyHeader != "" {
-		msg.SetGenHeader(gomail.Header(idempotencyHeader), key)
+		msg.SetGenHeader(gomail.Header(idempotencyHeader), sender.HeaderKey(m.IdempotencyKey))
 	}
 	msg.SetBodyString(gomail.TypeTextPlain, m.Text)
 	if m.HTML != "" {
