@@ -2,7 +2,11 @@ package storetest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,4 +99,34 @@ func admin(t testing.TB, sql string, args ...any) {
 			t.Fatalf("exec %q: %v", sql, err)
 		}
 	})
+}
+
+// HoldInserts makes every INSERT into s's mail table of a row whose
+// order_id is orderID wait until the test ends, while every other
+// statement runs as usual: a trigger waits on an advisory lock that a
+// connection of the test holds (a batch stuck in the database). waiting
+// returns how many such inserts wait now.
+func (s *Schema) HoldInserts(t testing.TB, orderID string) (waiting func() int64) {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	key := int32(binary.BigEndian.Uint32(b[:]) & 0x7fffffff)
+	s.Exec(t, fmt.Sprintf(`CREATE FUNCTION hold_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN PERFORM pg_advisory_xact_lock(%d, 7); RETURN NEW; END $$`, key))
+	s.Exec(t, `CREATE TRIGGER hold_insert BEFORE INSERT ON mail FOR EACH ROW
+		WHEN (NEW.order_id = '`+strings.ReplaceAll(orderID, "'", "''")+`') EXECUTE FUNCTION hold_insert()`)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, s.URL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) }) // frees the lock, and the inserts
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, 7)`, key); err != nil {
+		t.Fatalf("hold advisory lock: %v", err)
+	}
+	return func() int64 {
+		return s.QueryInt(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = $1::int::oid AND objid = 7 AND objsubid = 2`, key)
+	}
 }
