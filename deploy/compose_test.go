@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
 )
 
@@ -142,6 +143,6 @@ func TestComposeMailsvc(t *testing.T) {
 
 	grace, err := time.ParseDuration(serve.StopGracePeriod)
 	require.NoError(t, err)
-	require.Greater(t, grace, cfg.Sender.ShutdownTimeout+5*time.Second,
-		"stop_grace_period must outlast the sender's drain (sender.shutdown_timeout) plus the 5s app.Serve adds")
+	require.Greater(t, grace, app.ShutdownBound(cfg),
+		"stop_grace_period must outlast the longest stop of mailsvc serve (app.ShutdownBound)")
 }

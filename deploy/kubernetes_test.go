@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
 )
 
@@ -246,8 +247,8 @@ func TestKubernetesDeployment(t *testing.T) {
 
 	require.NotNil(t, pod.TerminationGracePeriodSeconds)
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
-	require.Greater(t, grace, cfg.Sender.ShutdownTimeout+5*time.Second,
-		"terminationGracePeriodSeconds must outlast sender.shutdown_timeout plus the 5s app.Serve adds")
+	require.Greater(t, grace, app.ShutdownBound(cfg),
+		"terminationGracePeriodSeconds must outlast the longest stop of mailsvc serve (app.ShutdownBound)")
 }
 
 func TestKubernetesMigrateJob(t *testing.T) {

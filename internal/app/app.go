@@ -1,11 +1,11 @@
 // Package app wires mailsvc's components for `mailsvc serve`: it opens the
 // store, checks the schema, starts the HTTP server and the long-lived loops,
-// and stops them last-in-first-out within a deadline when the context ends.
+// and, when the context ends or a component fails, stops them in stages,
+// each component within a budget of its own (stop.go).
 package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -33,20 +33,26 @@ type Component interface {
 	Stop(ctx context.Context) error
 }
 
-// named pairs a component with the name used in logs.
+// named pairs a component with the name used in logs and how it stops
+// (stop.go): in which stage, within which budget.
 type named struct {
-	name string
-	c    Component
+	name  string
+	c     Component
+	stage stopStage
+	// budget bounds the component's Stop; 0 means componentStopBudget.
+	budget time.Duration
 }
 
-// Serve runs the daemon until ctx is cancelled or a component fails. It
-// refuses to start when the schema is behind (store.ErrSchemaBehind).
+// Serve runs the daemon until ctx is cancelled or a component fails, then
+// stops it (stop.go) and returns within ShutdownBound(cfg): nil after a
+// stop on ctx, the component's error after a failure. It refuses to start
+// when the schema is behind (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: cfg.Database.MaxConns, EventsExchange: cfg.AMQP.EventsExchange})
 	if err != nil {
 		return fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
 	}
-	defer st.Close()
+	defer closeStore(st, log)
 	if err := st.CheckSchema(ctx); err != nil {
 		return err
 	}
@@ -62,7 +68,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, log, parts, w.fatal, cfg.Sender.ShutdownTimeout+5*time.Second)
+	return run(ctx, log, parts, w.fatal)
 }
 
 // wiring holds what components are built from.
@@ -71,7 +77,9 @@ type wiring struct {
 	log   *slog.Logger
 	store *store.Store
 	reg   prometheus.Registerer
-	// fatal receives errors that must stop the process cleanly.
+	// fatal receives the errors of components that stopped working by
+	// themselves; the first one stops the process (run), which then exits
+	// non-zero. Send through failed, which never blocks.
 	fatal chan error
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
@@ -88,12 +96,18 @@ type wiring struct {
 	wakeRelay  func()
 }
 
+// failed returns the function component name reports a fatal error with.
+func (w *wiring) failed(name string) func(error) {
+	return func(err error) {
+		select {
+		case w.fatal <- fmt.Errorf("%s failed: %w", name, err):
+		default: // one fatal error is enough to stop
+		}
+	}
+}
+
 // build constructs every component in start order.
 func (w *wiring) build() ([]named, error) {
-	w.ready = append(w.ready,
-		ReadyCheck{Name: "database", Check: w.store.Ping},
-		ReadyCheck{Name: "schema", Check: w.store.CheckSchema},
-	)
 	w.brokerMetrics = broker.NewMetrics(w.reg)
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
 	tmpl, err := templates.New(templates.Options{Dir: w.cfg.Templates.Dir, DefaultLocale: w.cfg.Templates.DefaultLocale, TimeZone: w.cfg.Templates.TimeZone})
@@ -104,13 +118,16 @@ func (w *wiring) build() ([]named, error) {
 	// Start order: http first (probes answer during start-up), then the
 	// relay, the sender and the consumer last; stop runs in reverse, so the
 	// consumer stops taking deliveries first and the relay flushes last.
-	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)}}
+	// The stop stages (stop.go) put the relay and http after the rest, so
+	// the relay publishes the sender's last feedback events.
+	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log, w.failed("http server"))
+	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	// relay (issue 5): one active relay across replicas (advisory lock).
 	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
 	}
-	parts = append(parts, named{"relay", rel})
+	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
 	w.wakeRelay = rel.Wake
 	// sender (issue 4): workers sending through sender.provider, and the janitor.
 	senderParts, err := w.buildSender()
@@ -128,42 +145,31 @@ func (w *wiring) build() ([]named, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build consumer: %w", err)
 	}
-	parts = append(parts, named{"consumer", cons})
-	w.ready = append(w.ready, ReadyCheck{Name: "broker", Check: cons.Ready})
+	parts = append(parts, named{name: "consumer", c: cons})
+	w.ready = readyChecks(w.store, cons)
 	// stats (issue 7): the database gauges, from one query every 5 s.
-	parts = append(parts, named{"stats", stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
+	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil
 }
 
-// run starts parts in order, waits for ctx or a fatal error, then stops
-// them in reverse order within stopTimeout.
-func run(ctx context.Context, log *slog.Logger, parts []named, fatal <-chan error, stopTimeout time.Duration) error {
-	var started []named
-	var runErr error
-	for _, p := range parts {
-		if err := p.c.Start(ctx); err != nil {
-			runErr = fmt.Errorf("start %s: %w", p.name, err)
-			break
-		}
-		started = append(started, p)
+// readyChecks are what /readyz requires, in the order it reports them:
+// the database answers, the schema is current, the database accepts
+// writes, the consumer's channel is open. "Accepts writes" is the store's
+// write probe (zero-row writes, which PostgreSQL checks for read-only mode
+// and privileges like real ones) and the consumer's own last outcome,
+// which also covers a refusal the probe cannot see.
+func readyChecks(st *store.Store, cons *consumer.Consumer) []ReadyCheck {
+	return []ReadyCheck{
+		{Name: "database", Check: st.Ping},
+		{Name: "schema", Check: st.CheckSchema},
+		{Name: "database", Check: func(ctx context.Context) error {
+			if err := cons.WritesAccepted(ctx); err != nil {
+				return err
+			}
+			return st.CheckWritable(ctx)
+		}},
+		{Name: "broker", Check: cons.Ready},
 	}
-	if runErr == nil {
-		log.Info("mailsvc serving")
-		select {
-		case <-ctx.Done():
-		case err := <-fatal:
-			runErr = err
-		}
-	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	for i := len(started) - 1; i >= 0; i-- {
-		if err := started[i].c.Stop(stopCtx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error("stop component", "component", started[i].name, "error", err)
-		}
-	}
-	log.Info("mailsvc stopped")
-	return runErr
 }
 
 // buildSender builds the sender pool on the provider of sender.provider,
@@ -191,5 +197,5 @@ func (w *wiring) buildSender() ([]named, error) {
 		return nil, fmt.Errorf("build janitor: %w", err)
 	}
 	w.wakeSender = pool.Wake
-	return []named{{"sender", pool}, {"janitor", jan}}, nil
+	return []named{{name: "sender", c: pool, budget: senderStopBudget(w.cfg)}, {name: "janitor", c: jan}}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,11 +26,17 @@ type ReadyCheck struct {
 type httpServer struct {
 	srv  *http.Server
 	addr string
+	ln   net.Listener
 	log  *slog.Logger
+	// fail reports that the server stopped serving by itself (the process
+	// must stop: it would run without probes or metrics).
+	fail func(error)
 }
 
-// checks is read on every request, so checks added after construction count.
-func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
+// checks is read on every request, so checks added after construction
+// count. fail receives the error of a server that stopped serving by
+// itself; it must not block.
+func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger, fail func(error)) *httpServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -51,6 +58,7 @@ func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		addr: addr,
 		log:  log.With("component", "http"),
+		fail: fail,
 	}
 }
 
@@ -67,10 +75,10 @@ func (h *httpServer) Start(context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.addr = ln.Addr().String()
+	h.addr, h.ln = ln.Addr().String(), ln
 	go func() {
 		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.log.Error("http server", "error", err)
+			h.fail(fmt.Errorf("serve http on %s: %w", h.addr, err))
 		}
 	}()
 	h.log.Info("http listening", "addr", h.addr)

@@ -3,9 +3,11 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
@@ -37,7 +41,7 @@ func get(t *testing.T, addr, path string) (int, string) {
 // cleanup.
 func startHTTP(t *testing.T, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	t.Helper()
-	h := newHTTPServer("127.0.0.1:0", g, checks, log)
+	h := newHTTPServer("127.0.0.1:0", g, checks, log, func(err error) { t.Errorf("http server failed: %v", err) })
 	require.NoError(t, h.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -98,4 +102,56 @@ func TestReadyzFollowsTheDatabase(t *testing.T) {
 	code, body = get(t, h2.addr, "/readyz")
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.True(t, strings.Contains(body, `"check":"schema"`), body)
+}
+
+// TestReadyzTurnsNotReadyWhileWritesAreRefused revokes the daemon's
+// INSERT privilege on mail (its own role: the database still answers
+// Ping) while events arrive: /readyz turns 503 naming the database within
+// 30 s, the consumer gives the deliveries back and takes none, nothing is
+// dead-lettered; once the privilege is back, every event has exactly one
+// row and was acked, and /readyz is 200 again, without a restart.
+func TestReadyzTurnsNotReadyWhileWritesAreRefused(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	n := brokertest.New(t)
+	role, roleURL := sc.NewRole(t)
+	u, err := url.Parse(roleURL)
+	require.NoError(t, err)
+	u.User = url.UserPassword(role, dbSecret) // the server trusts loopback; secretConfig wants the secret
+	d := startDaemon(t, secretConfig(t, sc, u.Host, n, map[string]string{"MAILSVC_DATABASE_URL": u.String()}))
+	ready := func() (int, string) { return get(t, d.http.addr, "/readyz") }
+	require.Eventually(t, func() bool { c, _ := ready(); return c == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
+
+	sc.Exec(t, "REVOKE INSERT ON mail FROM "+role)
+	const events = 10
+	msgs := make([]broker.Message, events)
+	for i := range msgs {
+		msgs[i] = confirmedEvent(n, fmt.Sprintf("0199a1f0-0000-7000-8000-%012d", 500+i), fmt.Sprint(500+i))
+	}
+	refusedAt := time.Now()
+	publishRaw(t, msgs...)
+	var body string
+	require.Eventually(t, func() bool {
+		var c int
+		c, body = ready()
+		return c == http.StatusServiceUnavailable
+	}, 30*time.Second, 50*time.Millisecond)
+	t.Logf("/readyz not ready %s after the refusal", time.Since(refusedAt).Round(time.Millisecond))
+	require.Contains(t, body, `"check":"database"`)
+	require.Contains(t, body, "permission denied")
+	require.Eventually(t, func() bool { return queueDepth(t, n.Queue) == events }, 30*time.Second, 50*time.Millisecond,
+		"the consumer gave every delivery back")
+	require.Equal(t, 0, queueDepth(t, n.DeadLetterQueue), "nothing dead-lettered")
+	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM mail`))
+
+	sc.Exec(t, "GRANT INSERT ON mail TO "+role)
+	consumed := `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="inserted"}`
+	require.Eventually(t, func() bool {
+		_, metrics := get(t, d.http.addr, "/metrics")
+		return metricLine(metrics, consumed) == fmt.Sprint(events) && queueDepth(t, n.Queue) == 0
+	}, 30*time.Second, 50*time.Millisecond, "every event recorded and acked")
+	require.EqualValues(t, events, sc.QueryInt(t, `SELECT count(*) FROM mail`))
+	require.EqualValues(t, events, sc.QueryInt(t, `SELECT count(DISTINCT event_id) FROM mail`), "one row per event")
+	require.Equal(t, 0, queueDepth(t, n.DeadLetterQueue))
+	require.Eventually(t, func() bool { c, _ := ready(); return c == http.StatusOK }, 30*time.Second, 50*time.Millisecond)
 }

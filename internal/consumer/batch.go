@@ -110,13 +110,17 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 // ingest records items, retrying transient failures (database down,
 // serialization failure, statement timeout) with capped exponential
 // backoff while holding the deliveries: it returns only on success, on a
-// permanent error, or when ctx ends or the channel dies.
+// permanent error, when ctx ends or the channel dies, or with
+// errWritesRefused when the database refused writeRefusalsBeforeRelease
+// attempts in a row and the deliveries are to be given back.
 func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.IngestResult, error) {
+	refusals := 0
 	for attempt := 1; ; attempt++ {
 		sctx, cancel := context.WithTimeout(ctx, l.c.cfg.StatementTimeout)
 		res, err := l.c.store.Ingest(sctx, items)
 		cancel()
 		if err == nil {
+			l.c.refusal.committed()
 			if attempt > 1 {
 				l.c.log.Info("events recorded after retries", "attempts", attempt, "events", len(items))
 			}
@@ -127,6 +131,10 @@ func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.In
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		refusals = l.countRefusal(err, refusals)
+		if refusals >= writeRefusalsBeforeRelease && l.release() {
+			return nil, errWritesRefused
 		}
 		l.c.retries.Add(1)
 		if attempt == 1 || attempt%10 == 0 {

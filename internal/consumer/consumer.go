@@ -17,7 +17,10 @@
 // fails, the batch is held and retried in process: nothing is acked,
 // nothing is dead-lettered, no new delivery is taken (the prefetch window
 // stays full), and a new session only starts consuming once the database
-// answers, so an outage does not spend the queue's delivery limit.
+// accepts a write probe, so an outage does not spend the queue's delivery
+// limit. A database that answers but refuses writes (read-only, a revoked
+// privilege) is different: the deliveries are given back once and the
+// consumer stays off the queue until writes work (refusal.go).
 package consumer
 
 import (
@@ -41,8 +44,10 @@ import (
 type Recorder interface {
 	// Ingest records items atomically (see store.Store.Ingest).
 	Ingest(ctx context.Context, items []store.IngestItem) ([]store.IngestResult, error)
-	// Ping checks that the database answers.
-	Ping(ctx context.Context) error
+	// CheckWritable checks that the database accepts writes (see
+	// store.Store.CheckWritable); the consumer takes no delivery until it
+	// does.
+	CheckWritable(ctx context.Context) error
 }
 
 // Options are a Consumer's collaborators.
@@ -87,9 +92,13 @@ type Consumer struct {
 	ch            *amqp.Channel      // consuming channel, nil when not consuming
 	stopRequested bool
 
+	// refusal tracks a database that refuses writes (refusal.go).
+	refusal refusal
+
 	// Counters tests watch (export_test.go): failed attempts to record a
-	// batch, sessions that started consuming, redelivered deliveries.
-	retries, sessions, redelivered atomic.Int64
+	// batch, sessions that started consuming, redelivered deliveries,
+	// releases of the deliveries held because writes were refused.
+	retries, sessions, redelivered, releases atomic.Int64
 }
 
 // New validates cfg (after WithDefaults) and builds a Consumer; it does not
@@ -190,6 +199,13 @@ func (c *Consumer) Ready(context.Context) error {
 		return errors.New("consumer channel is not open")
 	}
 	return nil
+}
+
+// WritesAccepted returns nil unless the database refused the consumer's
+// last attempt to record a batch, or its last write probe: then an error
+// that says since when (for /readyz). It does no I/O.
+func (c *Consumer) WritesAccepted(context.Context) error {
+	return c.refusal.status()
 }
 
 // watchStop ends the consumer on Stop when no session is consuming (one

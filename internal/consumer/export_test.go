@@ -12,6 +12,10 @@ func (c *Consumer) SessionsForTest() int64 { return c.sessions.Load() }
 // redelivered.
 func (c *Consumer) RedeliveredForTest() int64 { return c.redelivered.Load() }
 
+// ReleasesForTest is the number of times the deliveries held were given
+// back because the database refused writes.
+func (c *Consumer) ReleasesForTest() int64 { return c.releases.Load() }
+
 // CloseChannelForTest closes the consuming channel under the running
 // session, as the broker does on a consumer acknowledgement timeout.
 func (c *Consumer) CloseChannelForTest() error {

@@ -39,11 +39,14 @@ type flight struct {
 // a stop (the channel died); the session must end.
 var errDeliveriesClosed = errors.New("deliveries channel closed")
 
-// run consumes until the channel fails (an error) or, after Stop, until
-// every delivery already received has been recorded and acked (nil).
+// run consumes until the channel fails (an error), until a recorder
+// released the deliveries because the database refuses writes
+// (errWritesRefused), or, after Stop, until every delivery already
+// received has been recorded and acked (nil).
 func (l *loop) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	l.end = cancel
 	flights := make(chan *flight, l.c.cfg.MaxInFlight-1)
 	settled := make(chan error, 1)
 	go func() { settled <- l.settleInOrder(ctx, cancel, flights) }()
@@ -55,6 +58,8 @@ func (l *loop) run(ctx context.Context) error {
 	settleErr := <-settled
 	l.recorders.Wait()
 	switch {
+	case l.released.Load():
+		return errWritesRefused
 	case settleErr != nil && !errors.Is(settleErr, context.Canceled):
 		return settleErr
 	case recvErr != nil:

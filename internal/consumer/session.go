@@ -4,15 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 // received is a delivery and the time it arrived.
@@ -22,10 +25,12 @@ type received struct {
 }
 
 // session is the work on one live connection (a broker.Session): declare
-// the topology, wait for the database, open a confirm-mode channel for
-// dead-lettering and a consuming channel, then consume until the
-// connection or a channel fails (an error: Supervise reconnects) or a
-// graceful stop has drained the deliveries (nil).
+// the topology, then, again and again, wait until the database accepts
+// writes and consume on a new channel, until the connection or a channel
+// fails (an error: Supervise reconnects) or a graceful stop has drained
+// the deliveries (nil). A channel whose deliveries were released because
+// the database refuses writes (errWritesRefused) is followed by the next
+// round on the same connection.
 func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
@@ -34,9 +39,21 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 			return err
 		}
 	}
-	if err := c.waitForDatabase(ctx); err != nil {
-		return err
+	for {
+		if err := c.waitForDatabase(ctx); err != nil {
+			return err
+		}
+		err := c.consume(ctx, conn)
+		if !errors.Is(err, errWritesRefused) {
+			return err
+		}
 	}
+}
+
+// consume opens a confirm-mode channel for dead-lettering and a consuming
+// channel, and consumes until the loop ends. Closing the consuming channel
+// on return hands its unacknowledged deliveries back to the broker.
+func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection) error {
 	pub, err := broker.NewPublisher(conn)
 	if err != nil {
 		return err
@@ -65,31 +82,42 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 	c.log.Info("consuming", "queue", c.cfg.Queue, "consumer_tag", tag, "prefetch", c.cfg.Prefetch, "batch_size", c.cfg.BatchSize)
 	l := &loop{c: c, ch: ch, pub: pub, tag: tag, in: forward(deliveries, c.cfg.Prefetch, quit), gone: gone}
 	err = l.run(ctx)
-	if err != nil && conn.IsClosed() {
+	switch {
+	case errors.Is(err, errWritesRefused):
+		c.releases.Add(1)
+		c.log.Warn("the database refuses writes; deliveries given back, not consuming until it accepts them",
+			"error", c.refusal.status())
+	case err != nil && conn.IsClosed():
 		return fmt.Errorf("connection closed: %w", err)
 	}
 	return err
 }
 
-// waitForDatabase returns once the database answers, so that a session
-// does not take deliveries it cannot record (each one taken and returned
-// would count against the delivery limit).
+// waitForDatabase returns once the database accepts writes, so that a
+// session does not take deliveries it cannot record (each one taken and
+// returned would count against the delivery limit). It probes with capped
+// exponential backoff; a probe the database refuses (read-only, privilege)
+// keeps /readyz not ready (WritesAccepted).
 func (c *Consumer) waitForDatabase(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		pctx, cancel := context.WithTimeout(ctx, c.cfg.StatementTimeout)
-		err := c.store.Ping(pctx)
+		err := c.store.CheckWritable(pctx)
 		cancel()
 		if err == nil {
+			c.refusal.probed()
 			if attempt > 1 {
-				c.log.Info("database answers again; consuming")
+				c.log.Info("the database accepts writes again; consuming")
 			}
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if store.IsWriteRefused(err) {
+			c.refusal.refused(err)
+		}
 		if attempt == 1 {
-			c.log.Warn("database unreachable; not consuming until it answers", "error", err)
+			c.log.Warn("the database does not accept writes; not consuming until it does", "error", err)
 		}
 		if !backoff.Sleep(ctx.Done(), backoff.Delay(attempt, c.cfg.RetryBackoff, c.cfg.RetryBackoffMax)) {
 			return ctx.Err()
@@ -169,6 +197,10 @@ type loop struct {
 	gone *channelWatch
 	// recorders counts the goroutines recording a flight.
 	recorders sync.WaitGroup
+	// end cancels the loop (set by run); released is set by the recorder
+	// that ends it to give the deliveries back (refusal.go).
+	end      context.CancelFunc
+	released atomic.Bool
 }
 
 // collect returns first and whatever else has already arrived, up to the

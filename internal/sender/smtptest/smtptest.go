@@ -1,7 +1,7 @@
 // Package smtptest is a fault-injecting SMTP server for tests, on
 // github.com/emersion/go-smtp: scripted replies per phase (a 451 at DATA,
 // a 421 greeting, a connection dropped at RCPT, a DATA that is taken but
-// never answered), optional STARTTLS or implicit TLS with a throw-away CA,
+// never answered, or answered late), optional STARTTLS or implicit TLS with a throw-away CA,
 // optional AUTH PLAIN, a server that does not advertise 8BITMIME, and a
 // discarding mode for benchmarks and end-to-end tests. It records what it
 // took, so tests count deliveries exactly.
@@ -40,9 +40,10 @@ const (
 
 // Fault is what the server does at a phase instead of answering normally.
 type Fault struct {
-	kind faultKind
-	code int
-	text string
+	kind  faultKind
+	code  int
+	text  string
+	delay time.Duration
 }
 
 type faultKind int
@@ -51,6 +52,7 @@ const (
 	kindReply faultKind = iota
 	kindDrop
 	kindHang
+	kindDelay
 )
 
 // Reply answers with code (4xx or 5xx) and text. At Data the message is
@@ -65,6 +67,11 @@ func Drop() Fault { return Fault{kind: kindDrop} }
 // it. At Data the message was taken first (delivered): the server took
 // DATA and never replied.
 func Hang() Fault { return Fault{kind: kindHang} }
+
+// Delay answers normally, d late. At Data the message is taken first
+// (delivered) and the 250 follows d later: a send in flight that a test
+// can act on (Delaying). A server closing ends the wait.
+func Delay(d time.Duration) Fault { return Fault{kind: kindDelay, delay: d} }
 
 // Options configure a Server.
 type Options struct {
@@ -114,6 +121,9 @@ type Server struct {
 	ca    *tls.Config // client side
 	mails atomic.Int64
 	taken atomic.Int64
+	// delaying counts replies held by a Delay now; closed ends them.
+	delaying atomic.Int64
+	closed   chan struct{}
 
 	mu     sync.Mutex
 	faults map[Phase][]Fault
@@ -123,7 +133,7 @@ type Server struct {
 // New starts a server on a free loopback port and closes it in t.Cleanup.
 func New(t testing.TB, o Options) *Server {
 	t.Helper()
-	s := &Server{opts: o, faults: map[Phase][]Fault{}}
+	s := &Server{opts: o, faults: map[Phase][]Fault{}, closed: make(chan struct{})}
 	be := smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &session{s: s, c: c}, nil })
 	s.srv = smtp.NewServer(be)
 	s.srv.Domain = "localhost"
@@ -160,6 +170,7 @@ func New(t testing.TB, o Options) *Server {
 		_ = s.srv.Serve(ln)
 	}()
 	t.Cleanup(func() {
+		close(s.closed)
 		_ = s.srv.Close()
 		// Serve may not have registered the listener with the server yet.
 		_ = l.Close()
@@ -215,6 +226,10 @@ func (s *Server) Messages() []Message {
 // those whose reply was then lost (Drop or Hang at Data).
 func (s *Server) Count() int { return int(s.taken.Load()) }
 
+// Delaying returns how many replies a Delay holds back now: at Data, each
+// is a message taken whose 250 the client still waits for.
+func (s *Server) Delaying() int { return int(s.delaying.Load()) }
+
 // MailCommands returns how many MAIL FROM commands arrived, answered or
 // not: 0 proves that no transaction was even started.
 func (s *Server) MailCommands() int { return int(s.mails.Load()) }
@@ -242,6 +257,10 @@ func (l *listener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		f, ok := l.s.next(Greeting)
+		if ok && f.kind == kindDelay {
+			l.s.delay(f.delay) // holds back the accepts behind it too
+			ok = false
+		}
 		if !ok {
 			if l.s.opts.No8BITMIME {
 				return &no8bit{Conn: c}, nil
@@ -301,8 +320,23 @@ func (se *session) apply(f Fault) error {
 		// The client sends nothing while it waits for the reply: this read
 		// returns when it gives up and closes, or the server closes.
 		_, _ = io.Copy(io.Discard, se.c.Conn())
+	case kindDelay:
+		se.s.delay(f.delay)
+		return nil
 	}
 	return errDropped
+}
+
+// delay waits d, or until the server closes.
+func (s *Server) delay(d time.Duration) {
+	s.delaying.Add(1)
+	defer s.delaying.Add(-1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.closed:
+	}
 }
 
 func (se *session) AuthMechanisms() []string {
@@ -367,6 +401,8 @@ func (se *session) Data(r io.Reader) error {
 		se.s.take(m)
 	case kindHang:
 		m.ReplyLost = "hang"
+		se.s.take(m)
+	case kindDelay:
 		se.s.take(m)
 	}
 	return se.apply(f)
