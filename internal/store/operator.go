@@ -62,11 +62,12 @@ func resendRefusal(key string, st mailtype.Status) error {
 type resendSource struct {
 	orderID, template, locale, toEmail, subject, text, html string
 	status                                                  mailtype.Status
-	payload                                                 []byte
+	// payload is the JSON text, passed on as text (see insertResendSQL).
+	payload string
 }
 
 const lockForResendSQL = `
-SELECT order_id, template, locale, to_email, payload, subject, body_text, body_html, status
+SELECT order_id, template, locale, to_email, payload::text, subject, body_text, body_html, status
 FROM mail WHERE dedupe_key = $1 FOR UPDATE`
 
 // resendSiblingsSQL reads the earlier resends of a key through the
@@ -74,10 +75,13 @@ FROM mail WHERE dedupe_key = $1 FOR UPDATE`
 const resendSiblingsSQL = `
 SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND dedupe_key LIKE $2`
 
+// insertResendSQL takes the payload ($7) as text: in the exec and
+// simple_protocol query modes a []byte argument goes over as bytea, which
+// jsonb refuses.
 const insertResendSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
                   body_text, body_html, message_id, status, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, 'pending', now())`
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now())`
 
 // Resend creates a new pending mail keyed KEY:resend:N (N the next free
 // number) with the content of the mail keyed dedupeKey, a fresh event id
