@@ -23,10 +23,11 @@ type received struct {
 
 // session is the work on one live connection (a broker.Session): declare
 // the topology, wait for the database, open a confirm-mode channel for
-// dead-lettering and a consuming channel, then consume until the
-// connection or a channel fails (an error: Supervise reconnects) or a
-// graceful stop has drained the deliveries (nil).
-func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
+// dead-lettering and a consuming channel, then consume (from then on the
+// connection is healthy: a reconnect starts from the shortest backoff)
+// until the connection or a channel fails (an error: Supervise reconnects)
+// or a graceful stop has drained the deliveries (nil).
+func (c *Consumer) session(ctx context.Context, conn *amqp.Connection, healthy func()) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
 	if c.cfg.DeclareTopology {
@@ -60,6 +61,7 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
 	}
+	healthy()
 	quit := make(chan struct{})
 	defer close(quit)
 	c.log.Info("consuming", "queue", c.cfg.Queue, "consumer_tag", tag, "prefetch", c.cfg.Prefetch, "batch_size", c.cfg.BatchSize)
