@@ -52,7 +52,7 @@ func (s *Store) InsertPendingForTest(ctx context.Context, m TestMail) (int64, er
 	}
 	var id int64
 	err = s.pool.QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
-		m.ToEmail, payload, m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter).Scan(&id)
+		m.ToEmail, string(payload), m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter).Scan(&id)
 	if err != nil {
 		return 0, fmt.Errorf("insert test mail %s: %w", m.DedupeKey, interpretError(err))
 	}
