@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -58,10 +59,13 @@ func Dial(c Config) (*amqp.Connection, error) {
 	return conn, nil
 }
 
-// Session is the work done on one live connection. It must return when ctx
-// is done (ctx is cancelled when the connection closes) or when its own
-// channel closes; it returns nil only for a clean stop.
-type Session func(ctx context.Context, conn *amqp.Connection) error
+// Session is the work done on one live connection. It calls healthy once
+// the connection does its job (channels open, topology declared,
+// consuming): from then on, the next reconnect waits only the shortest
+// backoff again. It must return when ctx is done (ctx is cancelled when the
+// connection closes) or when its own channel closes; it returns nil only
+// for a clean stop.
+type Session func(ctx context.Context, conn *amqp.Connection, healthy func()) error
 
 // PublishSession is the work done with a confirming Publisher on one live
 // connection; the same contract as Session.
@@ -69,14 +73,16 @@ type PublishSession func(ctx context.Context, pub *Publisher) error
 
 // SupervisePublisher is Supervise for code that only publishes: on every
 // connection it opens a Publisher (confirm mode), runs session with it, and
-// closes it afterwards, so the caller never touches amqp091-go types.
+// closes it afterwards, so the caller never touches amqp091-go types. The
+// connection counts as healthy once the publisher's channel is open.
 func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session PublishSession) error {
-	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *amqp.Connection) error {
+	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *amqp.Connection, healthy func()) error {
 		pub, err := NewPublisher(conn)
 		if err != nil {
 			return err
 		}
 		defer pub.Close()
+		healthy()
 		return session(ctx, pub)
 	})
 }
@@ -84,8 +90,11 @@ func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState
 // Supervise keeps a connection open and runs session on it, again and again,
 // until ctx is done: dial, run, and after a failure (dial error, connection
 // or channel closed, session error) wait a jittered, capped exponential
-// backoff and start over. onState, when non-nil, is called with true once
-// connected and false once the connection is gone (for the
+// backoff and start over. The backoff grows with consecutive failures and
+// starts again from Backoff after a session that became healthy, however
+// short, so that the broker's return after repeated outages is met within
+// the shortest delays, not the longest. onState, when non-nil, is called
+// with true once connected and false once the connection is gone (for the
 // mailsvc_amqp_connected gauge). Supervise returns nil when ctx is done.
 func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session Session) error {
 	c = c.withDefaults()
@@ -114,8 +123,8 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(boo
 	return nil
 }
 
-// runOnce dials and runs one session. healthy reports that the session ran
-// longer than the largest backoff, so the next reconnect starts again from
+// runOnce dials and runs one session. healthy reports that the session
+// said the connection was healthy, so the next reconnect starts again from
 // the shortest delay.
 func runOnce(ctx context.Context, c Config, onState func(bool), session Session) (healthy bool, err error) {
 	conn, err := Dial(c)
@@ -135,12 +144,12 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 		case <-sctx.Done():
 		}
 	}()
-	started := time.Now()
-	err = session(sctx, conn)
+	var once atomic.Bool
+	err = session(sctx, conn, func() { once.Store(true) })
 	if err == nil && !conn.IsClosed() && ctx.Err() == nil {
 		err = errors.New("session returned while the connection is open")
 	}
-	return time.Since(started) > c.BackoffMax, err
+	return once.Load(), err
 }
 
 func redactURL(raw string) string {

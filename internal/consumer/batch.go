@@ -57,11 +57,11 @@ func (l *loop) ackEach(batch []received, decisions []Decision, results []store.I
 	return nil
 }
 
-// record records the decisions to record, all in one transaction. When
-// the database refuses one item's data (a permanent error), it records
-// them one by one and turns the refused ones into dead letters, so one bad
-// message never fails its neighbours. Transient errors are retried in
-// ingest. results is aligned with decisions.
+// record records the decisions to record, all in one transaction,
+// retrying until it commits (see ingest). results is aligned with
+// decisions. A database error never turns an event into a dead letter:
+// Decide dead-letters what PostgreSQL could not store, before it gets
+// here.
 func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.IngestResult, error) {
 	results := make([]store.IngestResult, len(decisions))
 	var idx []int
@@ -76,43 +76,24 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 		return results, nil
 	}
 	res, err := l.ingest(ctx, items)
-	if err == nil {
-		for j, i := range idx {
-			results[i] = res[j]
-		}
-		l.wake(res)
-		return results, nil
-	}
-	if mailtype.ClassOf(err) != mailtype.Permanent {
+	if err != nil {
 		return nil, err
 	}
-	if len(items) > 1 {
-		l.c.log.Warn("the database refused a batch; recording its events one by one", "error", err, "events", len(items))
+	for j, i := range idx {
+		results[i] = res[j]
 	}
-	for _, i := range idx {
-		res := []store.IngestResult(nil)
-		if len(items) > 1 {
-			res, err = l.ingest(ctx, []store.IngestItem{decisions[i].Item})
-		}
-		switch {
-		case err == nil:
-			results[i] = res[0]
-			l.wake(res)
-		case mailtype.ClassOf(err) == mailtype.Permanent:
-			decisions[i] = deadLetter(decisions[i].EventType, decisions[i].EventID, asPermanent(err, mailtype.ReasonInvalidField))
-		default:
-			return nil, err
-		}
-	}
+	l.wake(res)
 	return results, nil
 }
 
-// ingest records items, retrying transient failures (database down,
-// serialization failure, statement timeout) with capped exponential
-// backoff while holding the deliveries: it returns only on success, on a
-// permanent error, when ctx ends or the channel dies, or with
-// errWritesRefused when the database refused writeRefusalsBeforeRelease
-// attempts in a row and the deliveries are to be given back.
+// ingest records items, retrying every failure with capped exponential
+// backoff while holding the deliveries: an unreachable database, a
+// serialization failure or a statement timeout, and a refusal of the
+// statement too (a bug of ours or a database that does not take writes,
+// never the events' fault). It returns only on success, when ctx ends or
+// the channel dies, or with errWritesRefused when the database refused
+// writes (read-only, privilege) writeRefusalsBeforeRelease attempts in a
+// row and the deliveries are to be given back.
 func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.IngestResult, error) {
 	refusals := 0
 	for attempt := 1; ; attempt++ {
@@ -126,9 +107,6 @@ func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.In
 			}
 			return res, nil
 		}
-		if mailtype.ClassOf(err) == mailtype.Permanent {
-			return nil, err
-		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -138,12 +116,25 @@ func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.In
 		}
 		l.c.retries.Add(1)
 		if attempt == 1 || attempt%10 == 0 {
-			l.c.log.Warn("recording events failed; holding them and retrying", "error", err, "attempt", attempt, "events", len(items))
+			l.logRetry(err, attempt, len(items))
 		}
 		if err := l.pause(ctx, backoff.Delay(attempt, l.c.cfg.RetryBackoff, l.c.cfg.RetryBackoffMax)); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// logRetry logs a failed attempt to record events: an error, with its
+// SQLSTATE, when the database refused the statement (someone must look),
+// a warning when it could not be reached.
+func (l *loop) logRetry(err error, attempt, events int) {
+	var re *store.RefusedError
+	if errors.As(err, &re) {
+		l.c.log.Error("the database refused to record events; holding them and retrying (not the events' fault: nothing is dead-lettered)",
+			"sqlstate", re.SQLState, "error", err, "attempt", attempt, "events", events)
+		return
+	}
+	l.c.log.Warn("recording events failed; holding them and retrying", "error", err, "attempt", attempt, "events", events)
 }
 
 // deadLetterAttempts is how often publishDead tries before it ends the

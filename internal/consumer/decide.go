@@ -81,8 +81,8 @@ type Decider struct {
 // record an OrderConfirmed (rendered once, marked stale when too old) or
 // an OrderCancelled, ignore another event type, or dead-letter a message
 // that can never succeed (too large, malformed, a missing or invalid
-// field, an unsupported version, a message_id that differs from event_id,
-// a bad address, a render error).
+// field, a value PostgreSQL cannot store, an unsupported version, a
+// message_id that differs from event_id, a bad address, a render error).
 func (d *Decider) Decide(m Message) Decision {
 	if len(m.Body) > d.MaxBytes {
 		return deadLetter(eventTypeOther, "", permanent(mailtype.ReasonTooLarge, "body is %d bytes, more than %d", len(m.Body), d.MaxBytes))
@@ -108,13 +108,25 @@ func (d *Decider) Decide(m Message) Decision {
 	}
 	if typ == mailtype.OrderCancelled {
 		item := store.IngestItem{Cancel: &store.Cancel{EventID: eventID, OrderID: orderID, Template: templates.OrderConfirmed}}
-		return Decision{Action: ActionRecord, EventType: string(typ), EventID: eventID, Item: item}
+		return record(string(typ), eventID, item)
 	}
 	mail, err := d.confirmed(&env, eventID, orderID, data)
 	if err != nil {
 		return deadLetter(string(typ), eventID, err)
 	}
-	return Decision{Action: ActionRecord, EventType: string(typ), EventID: eventID, Item: store.IngestItem{Mail: mail}}
+	return record(string(typ), eventID, store.IngestItem{Mail: mail})
+}
+
+// record is the decision to record item, or to dead-letter it when
+// PostgreSQL could not store it as it is (a value text or jsonb cannot
+// hold, such as a \u0000 in a field the consumer does not read). That is
+// decided here, in Go, and only here: once an item is recorded, nothing the
+// database answers makes it the event's fault.
+func record(eventType, eventID string, item store.IngestItem) Decision {
+	if err := item.Check(); err != nil {
+		return deadLetter(eventType, eventID, asPermanent(err, mailtype.ReasonInvalidField))
+	}
+	return Decision{Action: ActionRecord, EventType: eventType, EventID: eventID, Item: item}
 }
 
 // confirmed validates an OrderConfirmed, renders its mail and applies the

@@ -167,6 +167,9 @@ func TestDecidePoison(t *testing.T) {
 		{"total with separators", edit(func(ev map[string]any) { data(ev)["total"] = "1,250,000" }), "", mailtype.ReasonInvalidField},
 		{"total as number", edit(func(ev map[string]any) { data(ev)["total"] = 1250000 }), "", mailtype.ReasonInvalidField},
 		{"zero quantity", edit(func(ev map[string]any) { itemsOf(ev)[0].(map[string]any)["quantity"] = 0 }), "", mailtype.ReasonInvalidField},
+		{"NUL in a field nobody reads", edit(func(ev map[string]any) { data(ev)["note"] = "a\x00b" }), "", mailtype.ReasonInvalidField},
+		{"lone surrogate in a field nobody reads", rawData(`"note":"\ud83d"`), "", mailtype.ReasonInvalidField},
+		{"number numeric cannot hold", rawData(`"weight":1e200000`), "", mailtype.ReasonInvalidField},
 		{"cancel without order_id", func() []byte {
 			ev := cancelledEvent("1")
 			delete(data(ev), "order_id")
@@ -188,6 +191,26 @@ func edit(change func(map[string]any)) func() []byte {
 		change(ev)
 		b, _ := json.Marshal(ev)
 		return b
+	}
+}
+
+// rawData is a valid OrderConfirmed with member (raw JSON) added to its
+// data, for JSON that encoding/json would never write.
+func rawData(member string) func() []byte {
+	return func() []byte {
+		b, _ := json.Marshal(confirmedEvent("47"))
+		return []byte(strings.Replace(string(b), `"data":{`, `"data":{`+member+`,`, 1))
+	}
+}
+
+// A payload PostgreSQL can store is recorded, however unusual.
+func TestDecideRecordsPayloadsJSONBHolds(t *testing.T) {
+	t.Parallel()
+	d := newDecider(t)
+	for _, member := range []string{`"note":"\ud83d\ude00 \\u0000"`, `"weight":9e131071`, `"tiny":1e-16383`} {
+		got := d.Decide(consumer.Message{Body: rawData(member)()})
+		require.Equal(t, consumer.ActionRecord, got.Action, "%s: %v", member, got.Err)
+		require.Contains(t, string(got.Item.Mail.Payload), member)
 	}
 }
 

@@ -203,10 +203,11 @@ func TestGracefulStopFinishesAndAcksWhatIsInFlight(t *testing.T) {
 	require.Equal(t, n, b.count(t, `SELECT count(*) FROM mail`))
 }
 
-// A value PostgreSQL refuses (jsonb cannot hold \u0000; here in a field the
-// consumer does not read) fails the whole batch: the consumer then records
-// the batch's events one by one and dead-letters only the refused one.
-func TestDatabaseRefusalDeadLettersOnlyTheRefusedEvent(t *testing.T) {
+// A value PostgreSQL cannot store (jsonb cannot hold \u0000; here in a
+// field the consumer does not read) is found when the event is parsed,
+// before any SQL: only that event is dead-lettered, its neighbours in the
+// same batch are recorded.
+func TestValueTheDatabaseCannotStoreDeadLettersOnlyItsEvent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	conn := brokertest.Dial(t)

@@ -36,6 +36,8 @@ type bundle struct {
 	tmpl  *templates.Registry
 	conn  *amqp.Connection
 	pub   *broker.Publisher
+	// logs keeps what every consumer of the test logged at warn or above.
+	logs *logRecorder
 }
 
 func setup(t *testing.T) *bundle {
@@ -52,6 +54,7 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	return &bundle{
 		ctx: ctx, sc: sc, names: names, store: sc.Store, tmpl: tmpl, conn: conn, pub: pub,
+		logs: newLogRecorder(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		cfg: consumer.Config{
 			URL: brokertest.URL(), ConnectionName: "mailsvc-consumer-test",
 			InputExchange: names.InputExchange, Queue: names.Queue,
@@ -79,7 +82,7 @@ func (b *bundle) start(t *testing.T) *running {
 	reg := prometheus.NewRegistry()
 	c, err := consumer.New(b.cfg, consumer.Options{
 		Store: b.store, Templates: b.tmpl, Registerer: reg, BrokerMetrics: broker.NewMetrics(reg),
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Log: slog.New(b.logs),
 	})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(b.ctx))

@@ -30,8 +30,9 @@ type received struct {
 // fails (an error: Supervise reconnects) or a graceful stop has drained
 // the deliveries (nil). A channel whose deliveries were released because
 // the database refuses writes (errWritesRefused) is followed by the next
-// round on the same connection.
-func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
+// round on the same connection. healthy is called each time consuming
+// starts: a reconnect after that starts from the shortest backoff.
+func (c *Consumer) session(ctx context.Context, conn *amqp.Connection, healthy func()) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
 	if c.cfg.DeclareTopology {
@@ -43,7 +44,7 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 		if err := c.waitForDatabase(ctx); err != nil {
 			return err
 		}
-		err := c.consume(ctx, conn)
+		err := c.consume(ctx, conn, healthy)
 		if !errors.Is(err, errWritesRefused) {
 			return err
 		}
@@ -53,7 +54,7 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection) error {
 // consume opens a confirm-mode channel for dead-lettering and a consuming
 // channel, and consumes until the loop ends. Closing the consuming channel
 // on return hands its unacknowledged deliveries back to the broker.
-func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection) error {
+func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection, healthy func()) error {
 	pub, err := broker.NewPublisher(conn)
 	if err != nil {
 		return err
@@ -77,6 +78,7 @@ func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection) error {
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
 	}
+	healthy()
 	quit := make(chan struct{})
 	defer close(quit)
 	c.log.Info("consuming", "queue", c.cfg.Queue, "consumer_tag", tag, "prefetch", c.cfg.Prefetch, "batch_size", c.cfg.BatchSize)

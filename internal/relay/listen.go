@@ -2,7 +2,6 @@ package relay
 
 import (
 	"context"
-	"time"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
 )
@@ -10,16 +9,16 @@ import (
 // listen wakes the relay on every outbox notification (LISTEN/NOTIFY, so
 // rows written by other replicas go out without polling latency) until ctx
 // is done. A lost LISTEN connection is reopened with capped, jittered
-// backoff; meanwhile polling (PollInterval) keeps rows flowing.
+// backoff, which starts again from its shortest delay once a connection
+// listened; meanwhile polling (PollInterval) keeps rows flowing.
 func (r *Relay) listen(ctx context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
-		began := time.Now()
-		err := r.listenOnce(ctx)
+		listened, err := r.listenOnce(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(began) > r.cfg.ReconnectBackoffMax {
+		if listened {
 			failures = 0
 		}
 		failures++
@@ -31,17 +30,18 @@ func (r *Relay) listen(ctx context.Context) {
 	}
 }
 
-// listenOnce listens on one connection until it fails or ctx is done.
-func (r *Relay) listenOnce(ctx context.Context) error {
+// listenOnce listens on one connection until it fails or ctx is done;
+// listened reports that the LISTEN was established.
+func (r *Relay) listenOnce(ctx context.Context) (listened bool, err error) {
 	l, err := r.st.ListenOutbox(ctx, r.cfg.Name+"-listen")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer l.Close()
 	r.Wake() // rows written while nobody listened
 	for {
 		if err := l.Wait(ctx); err != nil {
-			return err
+			return true, err
 		}
 		r.Wake()
 	}

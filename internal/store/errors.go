@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"net"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -14,11 +13,35 @@ import (
 // ErrNotFound is returned when a looked-up row does not exist.
 var ErrNotFound = errors.New("not found")
 
-// interpretError classifies a pgx error at the boundary: connection
-// failures, serialization failures, deadlocks and admin shutdowns are
-// transient database errors; constraint and syntax errors stay as they are
-// (they are bugs or decided by the caller). pgx.ErrNoRows becomes
-// ErrNotFound. Context errors pass through unchanged.
+// RefusedError reports that PostgreSQL answered one of the store's
+// statements with an error response other than an unavailable or
+// overloaded server, a serialization failure or deadlock, or an
+// administrator's shutdown: a data exception (class 22), an integrity or
+// syntax error, a read-only transaction (25006), a missing privilege
+// (42501). Values are checked before they reach SQL (IngestItem.Check), so
+// a refusal is never the input's fault: it is a bug of the statement or a
+// database that does not take this write now. It always comes wrapped in a
+// transient *mailtype.Error (ReasonDatabase): callers keep their work and
+// retry with backoff, and never dead-letter or fail an input for it.
+type RefusedError struct {
+	// SQLState is the five-character SQLSTATE code, e.g. "22P02".
+	SQLState string
+	// Err is the driver's error.
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	return "the database refused the statement: " + e.Err.Error()
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// interpretError classifies a pgx error at the boundary: every error is a
+// transient database error (mailtype.ReasonDatabase), and one that
+// PostgreSQL answered to a statement, except for the classes that say the
+// server is unavailable, carries a *RefusedError with its SQLSTATE.
+// pgx.ErrNoRows becomes ErrNotFound. Context errors pass through
+// unchanged.
 func interpretError(err error) error {
 	if err == nil {
 		return nil
@@ -31,26 +54,18 @@ func interpretError(err error) error {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
+		switch pgErr.Code[:min(2, len(pgErr.Code))] {
 		case "08", "53", "57": // connection exception, insufficient resources, operator intervention
 			return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
 		case "40": // serialization failure, deadlock
 			return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
 		}
-		return err
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, &RefusedError{SQLState: pgErr.Code, Err: err})
 	}
-	var netErr net.Error
-	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) || isConnectError(err) {
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
-	}
-	// Anything else from the driver (closed pool, unexpected EOF) is
-	// treated as an unavailable database: retrying is safe, losing is not.
+	// Anything else from the driver (a network error, a closed pool, an
+	// unexpected EOF) is an unavailable database: retrying is safe, losing
+	// is not.
 	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
-}
-
-func isConnectError(err error) bool {
-	var ce *pgconn.ConnectError
-	return errors.As(err, &ce)
 }
 
 // IsUniqueViolation reports whether err is a unique_violation (23505).

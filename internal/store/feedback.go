@@ -56,9 +56,12 @@ type feedbackData struct {
 	Error             string `json:"error,omitempty"`
 }
 
+// insertOutboxSQL takes the payload ($7) as text: in the exec and
+// simple_protocol query modes a []byte argument goes over as bytea, which
+// jsonb refuses.
 const insertOutboxSQL = `
 INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8)`
 
 // insertFeedback writes f as an outbox row inside tx. The event_id is a
 // fresh UUIDv7, made now (not at publish), so a re-publish carries the same
@@ -81,7 +84,7 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 	if err != nil {
 		return fmt.Errorf("encode feedback: %w", err)
 	}
-	_, err = tx.Exec(ctx, insertOutboxSQL, id, s.eventsExchange, f.Type.RoutingKey(), string(f.Type), f.OrderID, f.DedupeKey, body, now)
+	_, err = tx.Exec(ctx, insertOutboxSQL, id, s.eventsExchange, f.Type.RoutingKey(), string(f.Type), f.OrderID, f.DedupeKey, string(body), now)
 	if err != nil {
 		return fmt.Errorf("insert outbox %s: %w", f.Type, interpretError(err))
 	}

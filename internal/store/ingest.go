@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -82,11 +81,11 @@ type querier interface {
 // section 5 says) or duplicate (nothing left to change: already cancelled,
 // failed, or a redelivered cancel).
 //
-// Errors are classified: a *mailtype.Error of class Permanent
-// (ReasonInvalidField) when PostgreSQL refused the data itself (data
-// exception, integrity violation, program limit such as an index row too
-// large), which a retry cannot fix; otherwise transient
-// (mailtype.ReasonDatabase) or a context error. Safe for concurrent use.
+// Every item must have passed IngestItem.Check. Errors are transient
+// (mailtype.ReasonDatabase), never permanent: whatever PostgreSQL refuses
+// of checked items is the statement's fault or the database's state, not
+// an event's; a refusal carries a *RefusedError with its SQLSTATE. A
+// context error comes back as it is. Safe for concurrent use.
 func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult, error) {
 	res := make([]IngestResult, len(items))
 	if len(items) == 0 {
@@ -242,18 +241,14 @@ func (s *Store) staleFeedback(ctx context.Context, tx pgx.Tx, items []IngestItem
 	return nil
 }
 
-// ingestError classifies an Ingest failure once, at the boundary: data
-// PostgreSQL refuses (SQLSTATE classes 22 data exception, 23 integrity
-// violation, 54 program limit exceeded) is permanent for the item that
-// carries it; everything else goes through interpretError.
+// ingestError classifies an Ingest failure once, at the boundary. Items
+// are checked before they reach SQL (IngestItem.Check), so nothing
+// PostgreSQL says about an ingest statement is the fault of an event: a
+// refusal (a data exception such as 22P02, an integrity violation, a
+// read-only database) is a transient error carrying a *RefusedError, like
+// an unreachable server. An error already classified (a cancel that kept
+// racing) is kept.
 func ingestError(err error) error {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && len(pgErr.Code) == 5 {
-		switch pgErr.Code[:2] {
-		case "22", "23", "54":
-			return mailtype.NewError(mailtype.Permanent, mailtype.ReasonInvalidField, err)
-		}
-	}
 	var me *mailtype.Error
 	if errors.As(err, &me) {
 		return err

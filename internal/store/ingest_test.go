@@ -176,17 +176,31 @@ func TestIngestStaleIsRecordedAsFailedOnce(t *testing.T) {
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))
 }
 
-func TestIngestRefusedDataIsPermanent(t *testing.T) {
+// Whatever PostgreSQL refuses of a batch is the statement's fault or the
+// database's, never an event's (events are checked before they reach
+// SQL): the refusal is transient, carries its SQLSTATE, and writes nothing.
+func TestIngestRefusalIsTransientWithItsSQLState(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	huge := make([]byte, 4000)
 	_, _ = rand.Read(huge)
-	bad := confirmKey(uuid.NewString(), hex.EncodeToString(huge), "13") // too large for the unique index
-	_, err := b.sc.Store.Ingest(b.ctx, []store.IngestItem{confirm("14"), bad})
+	unchecked := confirmKey(uuid.NewString(), hex.EncodeToString(huge), "13") // too large for the unique index
+	require.Error(t, unchecked.Check(), "Check refuses it")
+	_, err := b.sc.Store.Ingest(b.ctx, []store.IngestItem{confirm("14"), unchecked})
 	require.Error(t, err)
-	require.Equal(t, mailtype.Permanent, mailtype.ClassOf(err))
-	require.Equal(t, mailtype.ReasonInvalidField, mailtype.ReasonOf(err))
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
+	require.Equal(t, mailtype.ReasonDatabase, mailtype.ReasonOf(err))
+	var re *store.RefusedError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "54000", re.SQLState, "program limit exceeded: index row size")
 	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM mail`), "the batch is atomic")
+
+	b.sc.Exec(t, `ALTER TABLE mail ADD CONSTRAINT test_refuse CHECK (order_id <> '15')`)
+	_, err = b.sc.Store.Ingest(b.ctx, []store.IngestItem{cancelOf("15")})
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, "23514", re.SQLState)
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
+	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`))
 }
 
 func TestIngestUnreachableDatabaseIsTransient(t *testing.T) {

@@ -76,6 +76,9 @@ FROM mail WHERE dedupe_key = $1 FOR UPDATE`
 const resendSiblingsSQL = `
 SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND dedupe_key LIKE $2`
 
+// insertResendSQL takes the payload ($7) as text: in the exec and
+// simple_protocol query modes a []byte argument goes over as bytea, which
+// jsonb refuses.
 const insertResendSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
                   body_text, body_html, message_id, status, occurred_at,

@@ -284,11 +284,9 @@ func outboxColumns(rows [][]any) ([]any, bool) {
 				return nil, false
 			}
 		}
-		body, ok := r[6].([]byte)
-		if !ok {
+		if payloads[i], ok = r[6].(string); !ok {
 			return nil, false
 		}
-		payloads[i] = string(body)
 		if created[i], ok = r[7].(time.Time); !ok {
 			return nil, false
 		}

@@ -131,14 +131,7 @@ func (s *Schema) QueryInt(t testing.TB, sql string, args ...any) (n int64) {
 
 // WithSearchPath returns rawURL with its search_path parameter set to schema.
 func WithSearchPath(rawURL, schema string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return rawURL
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	return u.String()
+	return WithParam(rawURL, "search_path", schema)
 }
 
 func redact(raw string) string {
@@ -177,4 +170,37 @@ func (s *Schema) QueryMap(t testing.TB, sql string, args ...any) map[string]stri
 		}
 	})
 	return out
+}
+
+// ExecModes names every pgx query exec mode as the default_query_exec_mode
+// parameter of a database URL spells it. The product accepts each of them
+// in database.url (a pooler in front of PostgreSQL needs exec or
+// simple_protocol), so every statement of the store must work in each.
+var ExecModes = []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"}
+
+// OpenInMode opens another store on the schema whose connections run every
+// statement in the pgx query exec mode mode (one of ExecModes), and closes
+// it when the test ends.
+func (s *Schema) OpenInMode(t testing.TB, mode string) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{URL: WithParam(s.URL, "default_query_exec_mode", mode), MaxConns: 4})
+	if err != nil {
+		t.Fatalf("open store on schema %s in exec mode %s: %v", s.Name, mode, err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
+// WithParam returns rawURL with its query parameter key set to value.
+func WithParam(rawURL, key, value string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return rawURL
+	}
+	q := u.Query()
+	q.Set(key, value)
+	u.RawQuery = q.Encode()
+	return u.String()
 }
