@@ -135,12 +135,19 @@ type flakyStore struct {
 	marks     atomic.Int32
 }
 
-func (f *flakyStore) MarkStarted(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Started, error) {
-	f.marks.Add(1)
-	if d := time.Duration(f.markDelay.Load()); d > 0 {
-		time.Sleep(d) // a slow database, the fault under test
+// FinishAndStart fails while finishFailures lasts (when there are
+// outcomes), and delays marks by markDelay.
+func (f *flakyStore) FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error) {
+	if len(as) > 0 && f.finishFailures.Add(-1) >= 0 {
+		return nil, nil, errInjected
 	}
-	return f.Store.MarkStarted(ctx, fs, lease)
+	if len(starts) > 0 {
+		f.marks.Add(1)
+		if d := time.Duration(f.markDelay.Load()); d > 0 {
+			time.Sleep(d) // a slow database, the fault under test
+		}
+	}
+	return f.Store.FinishAndStart(ctx, as, starts, lease)
 }
 
 func (f *flakyStore) ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error) {
@@ -151,13 +158,6 @@ func (f *flakyStore) ClaimMails(ctx context.Context, p store.ClaimParams) ([]sto
 }
 
 var errInjected = mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, errors.New("injected database error"))
-
-func (f *flakyStore) FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error) {
-	if f.finishFailures.Add(-1) >= 0 {
-		return nil, errInjected
-	}
-	return f.Store.FinishAttempts(ctx, as)
-}
 
 func (f *flakyStore) RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error) {
 	if f.partitioned.Load() || f.renewalsFail.Load() {

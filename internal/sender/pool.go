@@ -22,8 +22,7 @@ import (
 type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
 	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
-	MarkStarted(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Started, error)
-	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
+	FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error)
 }
 
 // TemplateSettings gives per-template settings; *templates.Registry
@@ -52,13 +51,12 @@ type Deps struct {
 // Pool is the sender pool. A dispatcher claims due rows in batches, never
 // more than the workers can start promptly (Workers busy plus
 // min(BatchSize, Workers) queued), so that a crash strands few rows; each
-// worker marks its row's send as started (a starter writes the marks of
-// many workers in one statement) and only then hands it to the provider on
+// worker marks its row's send as started and only then hands it to the provider on
 // its own session, with a deadline inside the lease the mark renewed; a
-// recorder writes the outcomes of many sends in one transaction (group
-// commit), each fenced by its row's token, and the worker waits for that
-// write before it takes another row, so that at any instant at most one
-// accepted mail per worker is not yet recorded; a heartbeat renews the
+// writer commits the outcomes and marks of many workers in one transaction
+// (group commit), each outcome fenced by its row's token, a worker's
+// outcome together with the mark of its next send, so that at any instant
+// at most one accepted mail per worker is not yet recorded; a heartbeat renews the
 // leases of queued rows. Start, Stop and Wake are safe for concurrent use.
 type Pool struct {
 	cfg     Config
@@ -69,12 +67,11 @@ type Pool struct {
 	limiter *rate.Limiter // nil: no rate limit
 
 	wake chan struct{}
-	// queue holds claimed rows for the workers, starts their mark requests,
-	// outcomes their verdicts for the recorder. Each has room for every row
-	// the pool may hold, so no send on them blocks for long.
-	queue    chan *job
-	starts   chan startRequest
-	outcomes chan result
+	// queue holds claimed rows for the workers, writes their outcomes and
+	// mark requests for the writer. Both have room for every row the pool
+	// may hold, so no send on them blocks for long.
+	queue  chan *job
+	writes chan *writeRequest
 	// holdUntil (unix nanoseconds) is when a provider's throttle ends.
 	holdUntil atomic.Int64
 	// renewFailing is set while the heartbeat cannot renew leases: the
@@ -83,8 +80,10 @@ type Pool struct {
 
 	heldMu sync.Mutex
 	held   map[store.Fence]*job
-	// maxHeld bounds the rows the pool owns at once; a claim is taken when
-	// at least minClaim rows are free.
+	// unsent counts the held rows queued or being sent (not those whose
+	// outcome waits for its write: at most one per worker). maxHeld bounds
+	// it; a claim is taken when at least minClaim rows are free.
+	unsent            int
 	maxHeld, minClaim int
 	freed             chan struct{} // a row stopped being held
 
@@ -111,8 +110,8 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	maxHeld := cfg.Workers + prefetch
 	p := &Pool{cfg: cfg, deps: deps, log: deps.Log, metrics: deps.Metrics,
 		rules: newRules(cfg, deps.Provider, deps.Templates),
-		wake:  make(chan struct{}, 1), queue: make(chan *job, maxHeld), starts: make(chan startRequest, maxHeld),
-		outcomes: make(chan result, maxHeld), held: make(map[store.Fence]*job, maxHeld),
+		wake:  make(chan struct{}, 1), queue: make(chan *job, maxHeld),
+		writes: make(chan *writeRequest, maxHeld), held: make(map[store.Fence]*job, maxHeld),
 		maxHeld: maxHeld, minClaim: max(1, prefetch/2), freed: make(chan struct{}, 1)}
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -150,12 +149,10 @@ func (p *Pool) Start(ctx context.Context) error {
 	}
 	all.Go(func() {
 		workers.Wait()
-		close(p.starts)
-		close(p.outcomes)
+		close(p.writes)
 	})
-	all.Go(func() { p.startLoop(soft, hard) })
 	all.Go(func() {
-		p.recordLoop(hard)
+		p.writeLoop(soft, hard)
 		close(p.recorded)
 	})
 	all.Go(p.heartbeatLoop)
@@ -270,7 +267,7 @@ func (p *Pool) dispatch(ctx context.Context) {
 func (p *Pool) room(ctx context.Context) int {
 	for {
 		p.heldMu.Lock()
-		free := p.maxHeld - len(p.held)
+		free := p.maxHeld - p.unsent
 		p.heldMu.Unlock()
 		if free >= p.minClaim {
 			return min(free, p.cfg.BatchSize)
@@ -286,18 +283,34 @@ func (p *Pool) room(ctx context.Context) int {
 func (p *Pool) own(j *job) {
 	p.heldMu.Lock()
 	p.held[j.mail.Fence] = j
+	p.unsent++
 	p.heldMu.Unlock()
 }
 
-// disown forgets j (its outcome was written, or is left to the janitor).
-func (p *Pool) disown(j *job) {
+// sent records that j is no longer queued or being sent; once per job.
+func (p *Pool) sent(j *job) {
+	if j.sent.Swap(true) {
+		return
+	}
 	p.heldMu.Lock()
-	delete(p.held, j.mail.Fence)
+	p.unsent--
 	p.heldMu.Unlock()
+	p.signalFreed()
+}
+
+func (p *Pool) signalFreed() {
 	select {
 	case p.freed <- struct{}{}:
 	default:
 	}
+}
+
+// disown forgets j (its outcome was written, or is left to the janitor).
+func (p *Pool) disown(j *job) {
+	p.sent(j)
+	p.heldMu.Lock()
+	delete(p.held, j.mail.Fence)
+	p.heldMu.Unlock()
 }
 
 // claim runs one claim of up to n rows. A claim that started is not cut

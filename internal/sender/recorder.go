@@ -6,78 +6,11 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-// maxRecordBatch bounds the outcomes one transaction writes.
-const maxRecordBatch = 128
-
-// recordLoop writes the workers' verdicts until outcomes closes: every
-// verdict waiting when a write starts goes into the same transaction, so
-// under load one commit (one WAL flush, two statements) serves many mails,
-// while a lone verdict is written at once. One recorder: measured on two
-// cores, more recorders made smaller batches and no more throughput.
-func (p *Pool) recordLoop(ctx context.Context) {
-	batch := make([]result, 0, maxRecordBatch)
-	for r := range p.outcomes {
-		batch = append(batch[:0], r)
-	more:
-		for len(batch) < maxRecordBatch {
-			select {
-			case r, ok := <-p.outcomes:
-				if !ok {
-					break more
-				}
-				batch = append(batch, r)
-			default:
-				break more
-			}
-		}
-		p.writeBatch(ctx, batch)
-	}
-}
-
-// writeBatch records a batch of verdicts and closes each one's done. A
-// database error does not lose them: the write is retried with backoff
-// until it commits or the pool is stopped hard, however long the outage
-// (the lease may expire meanwhile: the janitor then settles the row
-// without a new claim, and a sent or failed outcome written late still
-// lands, see store.Attempt.Settle). Only a hard stop gives up; the row then
-// waits for the janitor. A fenced row records nothing else.
-func (p *Pool) writeBatch(ctx context.Context, batch []result) {
-	for _, r := range batch {
-		r.j.recording.Store(true)
-	}
-	as := make([]store.Attempt, len(batch))
-	for i, r := range batch {
-		as[i] = store.Attempt{Fence: r.j.mail.Fence, Outcome: r.v.Record}
-	}
-	for try := 1; ; try++ {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
-		res, err := p.deps.Store.FinishAttempts(wctx, as)
-		cancel()
-		if err == nil {
-			p.account(batch, res)
-			return
-		}
-		if ctx.Err() != nil {
-			for _, r := range batch {
-				p.log.Error("outcome not recorded before the shutdown timeout; the janitor settles the row after its lease",
-					append(r.j.logAttrs(), "status", r.v.Record.Status, "tries", try, "error", err)...)
-				close(r.done)
-			}
-			return
-		}
-		if try == 1 || try%20 == 0 {
-			p.log.Warn("record outcomes: retrying until the database answers", "rows", len(batch), "tries", try, "error", err)
-		}
-		sleep(ctx, backoff.Delay(try, 20*time.Millisecond, time.Second))
-	}
-}
-
-// account accounts for a committed batch and closes each one's done.
+// account accounts for a committed batch of outcomes.
 func (p *Pool) account(batch []result, res []store.AttemptResult) {
 	provider := p.deps.Provider.Name()
 	wrote := false
@@ -95,7 +28,6 @@ func (p *Pool) account(batch []result, res []store.AttemptResult) {
 			p.logFinished(r.j, r.v, res[i].Finished)
 			wrote = wrote || res[i].Event != ""
 		}
-		close(r.done)
 	}
 	if wrote && p.deps.OnOutboxWritten != nil {
 		p.deps.OnOutboxWritten()

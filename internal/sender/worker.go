@@ -19,17 +19,17 @@ type job struct {
 	// lost is set when a heartbeat found the lease taken before the send
 	// started; the worker then skips the row.
 	lost atomic.Bool
-	// recording is set once the recorder writes the outcome; the heartbeat
+	// recording is set once the writer writes the outcome; the heartbeat
 	// no longer judges the row then (the write may have finished it).
 	recording atomic.Bool
+	// sent is set once the row is no longer queued or being sent.
+	sent atomic.Bool
 }
 
-// result is a verdict on its way to the recorder; done is closed once it
-// was written, fenced or given up.
+// result is a verdict on its way to the writer.
 type result struct {
-	j    *job
-	v    verdict
-	done chan struct{}
+	j *job
+	v verdict
 }
 
 func newJob(m store.ClaimedMail, leaseEnd time.Time) *job {
@@ -50,45 +50,83 @@ func (p *Pool) margin() time.Duration {
 
 // runWorker handles the queued jobs until the queue closes. soft ends with
 // Stop: queued rows are released, not sent. hard ends after the shutdown
-// timeout: it cuts the send in progress.
+// timeout: it cuts the send in progress. A send's outcome is written in
+// the same transaction as the mark of the worker's next send; when no row
+// is queued it is written alone at once. So a worker starts a send only
+// after its previous outcome committed: at any instant at most one
+// accepted, unrecorded mail per worker exists.
 func (p *Pool) runWorker(soft, hard context.Context) {
 	s := p.deps.Provider.NewSession()
 	defer func() { _ = s.Close() }()
-	for j := range p.queue {
-		p.work(soft, hard, s, j)
-		p.disown(j)
+	var out *result
+	for {
+		j, ok := p.next(out != nil)
+		switch {
+		case !ok:
+			if out != nil {
+				p.commit(out, nil)
+			}
+			return
+		case j == nil:
+			p.commit(out, nil)
+			out = nil
+		default:
+			out = p.work(soft, hard, s, j, out)
+		}
 	}
 }
 
-// work takes one row through mark, send and record. A row is handed to
-// the provider only after its send-started mark committed, with a deadline
-// that ends, margin included, inside the lease the mark renewed; the worker
-// then waits until the outcome is written before it takes another row, so
-// that a crash can duplicate at most the sends on the wire and one
-// recorder batch.
-func (p *Pool) work(soft, hard context.Context, s Session, j *job) {
+// next takes the next queued job; with pending set it does not wait (nil
+// when none is queued). ok is false when the queue closed.
+func (p *Pool) next(pending bool) (*job, bool) {
+	if !pending {
+		j, ok := <-p.queue
+		return j, ok
+	}
+	select {
+	case j, ok := <-p.queue:
+		return j, ok
+	default:
+		return nil, true
+	}
+}
+
+// work takes one row through mark and send, writing out (the previous
+// outcome) with the mark, and returns the row's own outcome for the next
+// write (nil when there is nothing to record). A row is handed to the
+// provider only after its send-started mark committed, with a deadline
+// that ends, margin included, inside the lease the mark renewed.
+func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) *result {
+	defer p.sent(j)
 	switch {
 	case j.lost.Load():
-		return
+		p.flush(out)
+		p.disown(j)
+		return nil
 	case soft.Err() != nil:
-		p.record(hard, j, releaseVerdict())
-		return
+		p.flush(out)
+		return &result{j: j, v: releaseVerdict()}
 	}
 	if j.mail.Reclaimed {
 		p.metrics.LeaseReclaims.Inc()
 	}
-	st, leaseEnd, ok := p.start(soft, hard, j)
+	st, leaseEnd, ok := p.commit(out, j)
 	if !ok {
-		p.record(hard, j, releaseVerdict())
-		return
+		return &result{j: j, v: releaseVerdict()}
 	}
 	deadline := time.Now().Add(p.cfg.SendTimeout)
 	if deadline.Add(p.margin()).After(leaseEnd) {
 		p.log.Warn("the lease cannot hold a whole send (the mark was slow); released unsent", j.logAttrs()...)
-		p.record(hard, j, releaseVerdict())
-		return
+		return &result{j: j, v: releaseVerdict()}
 	}
-	p.record(hard, j, p.send(hard, s, j, st, deadline))
+	return &result{j: j, v: p.send(hard, s, j, st, deadline)}
+}
+
+// flush writes out alone, if any.
+func (p *Pool) flush(out *result) {
+	if out != nil {
+		p.commit(out, nil)
+	}
 }
 
 // send makes the one provider call of an attempt under deadline and
@@ -109,14 +147,6 @@ func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, d
 		p.hold(d)
 	}
 	return v
-}
-
-// record hands v to the recorder and waits until it was written (or given
-// up at a hard stop).
-func (p *Pool) record(hard context.Context, j *job, v verdict) {
-	r := result{j: j, v: v, done: make(chan struct{})}
-	p.outcomes <- r
-	<-r.done
 }
 
 // attemptOf gathers the rules that apply to this attempt of m.

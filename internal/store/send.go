@@ -132,7 +132,26 @@ type AttemptResult struct {
 // of every row and the insert of every outbox row. An error return means
 // nothing was committed; the caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
+	res, _, err := s.FinishAndStart(ctx, as, nil, 0)
+	return res, err
+}
+
+// FinishAndStart records the outcomes as (exactly as FinishAttempts) and
+// marks the sends of the claims starts as started (exactly as
+// MarkStarted, lease renewed to now() + lease) in one transaction: one
+// commit for a worker's previous outcome and its next send's mark, shared
+// by every worker that writes at the same moment. An error return means
+// nothing was committed; the caller may retry the whole call.
+func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence, lease time.Duration) ([]AttemptResult, []Started, error) {
+	if len(as) == 0 {
+		if len(starts) == 0 {
+			return nil, nil, nil
+		}
+		st, err := s.MarkStarted(ctx, starts, lease)
+		return nil, st, err
+	}
 	res := make([]AttemptResult, len(as))
+	var started []Started
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		fbs, err := s.writeOutcomes(ctx, tx, as, res)
 		if err != nil {
@@ -145,12 +164,18 @@ func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResu
 				return err
 			}
 		}
-		return bt.flush(ctx)
+		if err := bt.flush(ctx); err != nil {
+			return err
+		}
+		if len(starts) > 0 {
+			started, err = markStarted(ctx, tx, starts, lease)
+		}
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("finish %d attempts: %w", len(as), interpretError(err))
+		return nil, nil, fmt.Errorf("finish %d attempts, start %d: %w", len(as), len(starts), interpretError(err))
 	}
-	return res, nil
+	return res, started, nil
 }
 
 // writeOutcomes runs the fenced updates of as in one statement, fills res

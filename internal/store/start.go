@@ -41,24 +41,29 @@ RETURNING m.id, m.attempts, m.sends, m.ambiguous`
 // (a transient *mailtype.Error with ReasonDatabase when the database is
 // unreachable); nothing is marked then.
 func (s *Store) MarkStarted(ctx context.Context, fs []Fence, lease time.Duration) ([]Started, error) {
+	started, err := markStarted(ctx, s.pool, fs, lease)
+	if err != nil {
+		return nil, fmt.Errorf("mark %d sends started: %w", len(fs), interpretError(err))
+	}
+	return started, nil
+}
+
+// markStarted runs markStartedSQL for fs on q.
+func markStarted(ctx context.Context, q querier, fs []Fence, lease time.Duration) ([]Started, error) {
 	ids := make([]int64, len(fs))
 	tokens := make([]int32, len(fs))
 	for i, f := range fs {
 		ids[i], tokens[i] = f.ID, int32(f.Token)
 	}
-	rows, err := s.pool.Query(ctx, markStartedSQL, ids, tokens, lease)
+	rows, err := q.Query(ctx, markStartedSQL, ids, tokens, lease)
 	if err != nil {
-		return nil, fmt.Errorf("mark %d sends started: %w", len(fs), interpretError(err))
+		return nil, err
 	}
-	started, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Started, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Started, error) {
 		var st Started
 		err := r.Scan(&st.ID, &st.Token, &st.Sends, &st.Ambiguous)
 		return st, err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("mark %d sends started: %w", len(fs), interpretError(err))
-	}
-	return started, nil
 }
 
 // IdempotencyNamespace returns configured when it is not "", else this
