@@ -8,4 +8,3 @@ func (s *Store) ExecForTest(ctx context.Context, q string, args ...any) (int64, 
 	tag, err := s.pool.Exec(ctx, q, args...)
 	return tag.RowsAffected(), err
 }
-
