@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+)
+
+// vanishWait is how long a vanished leader's sessions stay open (its
+// host gone without closing TCP) before its TCP peers get a reset, as when
+// the host comes back. Another replica must take the relay over within it.
+const vanishWait = 30 * time.Second
+
+// faultKinds are the faults step chooses from.
+const (
+	faultKill = iota
+	faultPause
+	faultPGCut
+	faultPGBlackhole
+	faultMQCut
+	faultSMTPHang
+	faultKinds
+)
+
+// step does one fault and undoes it, except a pause, which the run loop
+// ends when it is due (end bounds it). Until each kind ran once it takes
+// them in a random order, then at random, kills weighted up.
+func (r *chaosRig) step(rng *rand.Rand, end time.Time) {
+	i := rng.IntN(2)
+	if !r.pausedUntil[i].IsZero() {
+		i = 1 - i // faults of a process hit the running one
+	}
+	if r.firstRound == nil {
+		r.firstRound = rng.Perm(faultKinds)
+	}
+	n := []int{faultKill, faultKill, faultKill, faultPause, faultPGCut, faultPGBlackhole, faultMQCut, faultSMTPHang}[rng.IntN(8)]
+	if len(r.firstRound) > 0 {
+		n, r.firstRound = r.firstRound[0], r.firstRound[1:]
+	}
+	if n == faultPause && (r.pausedAny() || r.vanishes == 0) {
+		if len(r.firstRound) > 0 || r.counts["SIGSTOP"] == 0 {
+			r.firstRound = append(r.firstRound, faultPause) // later
+		}
+		n = faultKill
+	}
+	switch n {
+	case faultKill:
+		r.kill(i)
+	case faultPause:
+		r.pause(rng, i, end)
+	case faultPGCut:
+		r.counts["PostgreSQL cut"]++
+		r.note("cut PostgreSQL (both replicas' links)")
+		r.db.Cut()
+		time.Sleep(3 * time.Second) // the outage itself, not a wait for a condition
+		r.db.Restore(r.t)
+		r.note("restored PostgreSQL")
+	case faultPGBlackhole:
+		d := time.Duration(3000+rng.IntN(3000)) * time.Millisecond
+		r.counts["PostgreSQL blackhole"]++
+		r.note("blackhole PostgreSQL for %s (connections stay open, nothing forwarded)", d)
+		for _, h := range r.holes {
+			h.Blackhole()
+		}
+		time.Sleep(d) // the outage itself
+		for _, h := range r.holes {
+			h.Heal()
+		}
+		r.note("PostgreSQL answers again")
+	case faultMQCut:
+		r.counts["RabbitMQ cut"]++
+		r.note("cut RabbitMQ")
+		r.amqp.Cut()
+		time.Sleep(3 * time.Second) // the outage itself
+		r.amqp.Restore(r.t)
+		r.note("restored RabbitMQ")
+	default:
+		r.counts["SMTP replies lost"] += 2
+		r.smtp.Inject(smtptest.Data, smtptest.Hang(), smtptest.Hang())
+		r.note("SMTP: the next two messages are taken and their replies never sent")
+	}
+}
+
+// kill SIGKILLs replica i, records the sends it had started and not
+// recorded, and restarts it.
+func (r *chaosRig) kill(i int) {
+	f := r.newFault("SIGKILL", i)
+	r.procs[i].kill()
+	r.capture(f)
+	r.procs[i] = r.serve(i)
+	r.capture(f) // a mark in flight at the kill has landed by now
+	r.note("SIGKILL process %d (%s): %d sends started and unrecorded %v; restarted", i, f.worker, len(f.inflight), keys(f.inflight))
+}
+
+// pause SIGSTOPs replica i for longer than the lease: sometimes within the
+// janitor's grace (the owner records when it wakes), sometimes past it
+// (the janitor judges its started sends while it sleeps).
+func (r *chaosRig) pause(rng *rand.Rand, i int, end time.Time) {
+	d := chaosLease + time.Duration(2000+rng.IntN(int(chaosGrace/time.Millisecond)+8000))*time.Millisecond
+	d = min(d, time.Until(end))
+	if d < chaosLease+2*time.Second {
+		return
+	}
+	f := r.newFault("SIGSTOP", i)
+	_ = r.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
+	r.capture(f)
+	r.pausedUntil[i], r.pauseOf[i] = time.Now().Add(d), f
+	r.note("SIGSTOP process %d (%s) for %s: %d sends started and unrecorded", i, f.worker, d.Round(time.Millisecond), len(f.inflight))
+}
+
+func (r *chaosRig) pausedAny() bool {
+	return !r.pausedUntil[0].IsZero() || !r.pausedUntil[1].IsZero()
+}
+
+// resumeDue SIGCONTs the paused process whose pause is over; while it
+// sleeps it captures its started sends again (one whose mark was on its
+// way at the SIGSTOP has landed).
+func (r *chaosRig) resumeDue() {
+	for i, until := range r.pausedUntil {
+		if until.IsZero() {
+			continue
+		}
+		f := r.pauseOf[i]
+		r.capture(f)
+		if time.Now().Before(until) {
+			continue
+		}
+		_ = r.procs[i].cmd.Process.Signal(syscall.SIGCONT)
+		r.pausedUntil[i], r.pauseOf[i] = time.Time{}, nil
+		r.note("SIGCONT process %d after %s: %d sends had started and were unrecorded %v", i,
+			time.Since(f.at).Round(time.Millisecond), len(f.inflight), keys(f.inflight))
+	}
+}
+
+// vanishLeader makes the relay leader's host vanish: its database link
+// blackholed (nothing forwarded, its close swallowed, so PostgreSQL keeps
+// its sessions), then SIGKILL. It measures how long until the other
+// replica leads the relay; after vanishWait the vanished host's
+// connections are reset.
+func (r *chaosRig) vanishLeader() {
+	l := r.leader(10 * time.Second)
+	if l < 0 {
+		r.note("no relay leader within 10s; the vanish is tried later")
+		return
+	}
+	r.vanishes++
+	other := 1 - l
+	r.holes[l].Blackhole()
+	f := r.newFault("vanish", l)
+	r.procs[l].kill()
+	r.capture(f)
+	r.note("leader process %d (%s) vanished: database link blackholed, SIGKILL; %d sends started and unrecorded %v",
+		l, f.worker, len(f.inflight), keys(f.inflight))
+	took := r.awaitLeader(other, f.at.Add(vanishWait))
+	r.capture(f)
+	r.holes[l].Reset()
+	outcome := fmt.Sprintf("process %d took the relay over %s after the vanish", other, time.Since(f.at).Round(100*time.Millisecond))
+	if !took {
+		reset := time.Since(f.at)
+		took = r.awaitLeader(other, time.Now().Add(30*time.Second))
+		outcome = fmt.Sprintf("no takeover within %s; the vanished host's connections were reset after %s and process %d took over %s after the vanish",
+			vanishWait, reset.Round(100*time.Millisecond), other, time.Since(f.at).Round(100*time.Millisecond))
+		if !took {
+			outcome = "no takeover, not even after the vanished host's connections were reset"
+		}
+	}
+	r.takeover = append(r.takeover, outcome)
+	r.note("relay: %s", outcome)
+	r.procs[l] = r.serve(l)
+	r.note("restarted process %d", l)
+}
+
+// leader returns the replica that reports mailsvc_relay_leader 1, waiting
+// up to within; -1 when none does.
+func (r *chaosRig) leader(within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for i, p := range r.procs {
+			if r.pausedUntil[i].IsZero() && isLeader(p) {
+				return i
+			}
+		}
+		time.Sleep(250 * time.Millisecond) // polling a condition
+	}
+	return -1
+}
+
+// awaitLeader reports whether replica i leads the relay before deadline.
+func (r *chaosRig) awaitLeader(i int, deadline time.Time) bool {
+	for time.Now().Before(deadline) {
+		if isLeader(r.procs[i]) {
+			return true
+		}
+		time.Sleep(250 * time.Millisecond) // polling a condition
+	}
+	return false
+}
+
+var metricsClient = &http.Client{Timeout: time.Second}
+
+// isLeader reads p's mailsvc_relay_leader gauge.
+func isLeader(p *proc) bool {
+	resp, err := metricsClient.Get(p.httpURL + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "mailsvc_relay_leader 1" {
+			return true
+		}
+	}
+	return false
+}
