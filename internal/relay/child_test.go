@@ -103,9 +103,9 @@ func (c *child) scan(r io.Reader) {
 		}
 		c.mu.Lock()
 		switch line.Msg {
-		case "relay lock acquired: this replica publishes the outbox":
+		case "relay lease acquired: this replica publishes the outbox":
 			c.leader = true
-		case "relay standing by: another replica holds the relay lock":
+		case "relay standing by: another replica holds the relay lease":
 			c.standby = true
 		case "outbox round":
 			c.published += line.Published

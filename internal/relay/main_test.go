@@ -68,13 +68,14 @@ func setup(t testing.TB, o setupOpts) *bundle {
 	return b
 }
 
-// testConfig is fast enough for tests: short polls, backoffs and lock retry.
+// testConfig is fast enough for tests: short polls, backoffs and lease
+// periods (a leader that vanishes is replaced within about 3 s).
 func testConfig(amqpURL, exchange string) relay.Config {
 	return relay.Config{
 		AMQP:     broker.Config{URL: amqpURL, Name: "mailsvc-relay-test", Backoff: 50 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
 		Exchange: exchange, DeclareExchange: true,
 		BatchSize: 50, PollInterval: 200 * time.Millisecond, ConfirmTimeout: 5 * time.Second, MaxAttempts: 3,
-		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, LockRetry: 100 * time.Millisecond,
+		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, Lease: 3 * time.Second, LeaseRenew: time.Second, LeaseRetry: 100 * time.Millisecond,
 		BrokerStepDown: 400 * time.Millisecond, ReconnectBackoff: 50 * time.Millisecond, ReconnectBackoffMax: 300 * time.Millisecond,
 	}
 }
