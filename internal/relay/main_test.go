@@ -38,6 +38,7 @@ type bundle struct {
 	// relayStore is what the relay uses: through dbProxy when there is one.
 	relayStore *store.Store
 	dbProxy    *testproxy.Proxy
+	dbLink     *testproxy.Vanishing
 	amqpProxy  *testproxy.Proxy
 	reg        *prometheus.Registry
 	m          *relay.Metrics
@@ -47,6 +48,11 @@ type bundle struct {
 
 type setupOpts struct {
 	dbProxy, amqpProxy bool
+	// vanishingDB puts the relay's database behind a testproxy.Vanishing.
+	vanishingDB bool
+	// txPool puts the relay's database behind a testproxy.TxPool of that
+	// many server connections (pgx in exec mode, as behind PgBouncer).
+	txPool int
 }
 
 func setup(t testing.TB, o setupOpts) *bundle {
@@ -56,6 +62,14 @@ func setup(t testing.TB, o setupOpts) *bundle {
 	if o.dbProxy {
 		b.dbProxy = testproxy.New(t, testproxy.HostPort(t, b.sc.URL, "5432"))
 		dbURL = b.dbProxy.RewriteURL(t, b.sc.URL)
+	}
+	if o.vanishingDB {
+		b.dbLink = testproxy.NewVanishing(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+		dbURL = b.dbLink.RewriteURL(t, b.sc.URL)
+	}
+	if o.txPool > 0 {
+		dbURL = testproxy.NewTxPool(t, testproxy.HostPort(t, b.sc.URL, "5432"), o.txPool).RewriteURL(t, b.sc.URL) +
+			"&default_query_exec_mode=exec"
 	}
 	if o.amqpProxy {
 		b.amqpProxy = testproxy.New(t, testproxy.HostPort(t, amqpURL, "5672"))

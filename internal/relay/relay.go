@@ -189,7 +189,8 @@ type Relay struct {
 	started bool
 	soft    context.CancelFunc // ends the loops between rounds
 	hard    context.CancelFunc // aborts a round in flight
-	done    chan struct{}
+	done    chan struct{}      // closed when the loops have ended
+	closed  chan struct{}      // closed when the relay's pool is closed too
 }
 
 // New returns a relay that publishes st's outbox. cfg is completed with
@@ -246,11 +247,12 @@ func (r *Relay) Start(ctx context.Context) error {
 	base := context.WithoutCancel(ctx)
 	hard, hardCancel := context.WithCancel(base)
 	soft, softCancel := context.WithCancel(hard)
-	r.soft, r.hard, r.done = softCancel, hardCancel, make(chan struct{})
+	r.soft, r.hard, r.done, r.closed = softCancel, hardCancel, make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(r.done)
-		defer db.Close()
+		defer close(r.closed)
 		r.run(soft, hard, db)
+		close(r.done)
+		db.Close()
 	}()
 	return nil
 }
@@ -262,28 +264,34 @@ const hardStopGrace = 2 * time.Second
 // Stop stops the relay: no new round starts, the round in flight finishes
 // (its confirms waited for and its results recorded) unless ctx ends
 // first, in which case the round is aborted and its rows stay unpublished
-// (published again later, same event_id). It releases the lease. Stop is
-// idempotent, safe without Start, and returns ctx's error when the relay
-// did not stop in time.
+// (published again later, same event_id). It releases the lease. Then it
+// waits, while ctx lasts, for the relay's connections to close: one whose
+// database stopped answering mid-statement takes pgx up to 15 s, and once
+// ctx ends it finishes closing in the background (the relay has stopped
+// all the same). Stop is idempotent, safe without Start, and returns ctx's
+// error when the relay did not stop in time.
 func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.started {
 		r.mu.Unlock()
 		return nil
 	}
-	soft, hard, done := r.soft, r.hard, r.done
+	soft, hard, done, closed := r.soft, r.hard, r.done, r.closed
 	r.mu.Unlock()
 	soft()
 	select {
 	case <-done:
-		return nil
+	case <-ctx.Done():
+		hard()
+		select {
+		case <-done:
+		case <-time.After(hardStopGrace):
+			return fmt.Errorf("stop relay: %w", ctx.Err())
+		}
+	}
+	select {
+	case <-closed:
 	case <-ctx.Done():
 	}
-	hard()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(hardStopGrace):
-		return fmt.Errorf("stop relay: %w", ctx.Err())
-	}
+	return nil
 }
