@@ -99,7 +99,7 @@ func (w *wiring) build() ([]named, error) {
 	// relay, the sender and the consumer last; stop runs in reverse, so the
 	// consumer stops taking deliveries first and the relay flushes last.
 	parts := []named{{"http", newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)}}
-	// relay (issue 5): one active relay across replicas (advisory lock).
+	// relay (issue 5): one active relay across replicas (lease row).
 	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
