@@ -122,7 +122,7 @@ func (w *wiring) build() ([]named, error) {
 	// the relay publishes the sender's last feedback events.
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log, w.failed("http server"))
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
-	// relay (issue 5): one active relay across replicas (advisory lock).
+	// relay (issue 5): one active relay across replicas (lease row).
 	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)

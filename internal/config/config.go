@@ -25,8 +25,10 @@ type Config struct {
 
 // Database configures the PostgreSQL connection.
 type Database struct {
-	// URL is a pgx connection string. The relay's advisory lock needs a
-	// direct or session-pooled connection (not transaction pooling).
+	// URL is a pgx connection string. Direct, or through a pooler in
+	// session or transaction mode (the relay leads by a lease row, not by
+	// session state); behind transaction pooling add
+	// default_query_exec_mode=exec to it, and run migrate directly.
 	URL URL `mapstructure:"url" yaml:"url"`
 	// MaxConns is the pool size; 0 means pgx's default (max(4, CPUs)).
 	MaxConns int32 `mapstructure:"max_conns" yaml:"max_conns"`
@@ -153,6 +155,16 @@ type Relay struct {
 	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" yaml:"confirm_timeout"`
 	// MaxAttempts is the publish attempts before a row is marked dead.
 	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
+	// Listen turns on LISTEN/NOTIFY wake-ups (lower latency than polling);
+	// behind transaction pooling they never arrive, so turn it off there.
+	Listen bool `mapstructure:"listen" yaml:"listen"`
+	// Lease is how long the relay lease lasts after each renewal, on the
+	// database's clock: the longest the outbox waits for a vanished leader.
+	Lease time.Duration `mapstructure:"lease" yaml:"lease"`
+	// LeaseRenew is how often the leader renews the lease; at most Lease/3.
+	LeaseRenew time.Duration `mapstructure:"lease_renew" yaml:"lease_renew"`
+	// LeaseRetry is how often a standby replica tries to take the lease.
+	LeaseRetry time.Duration `mapstructure:"lease_retry" yaml:"lease_retry"`
 }
 
 // Retention configures how long finished rows are kept.

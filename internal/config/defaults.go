@@ -65,6 +65,10 @@ var defaults = map[string]any{
 	"relay.poll_interval":   time.Second,
 	"relay.confirm_timeout": 10 * time.Second,
 	"relay.max_attempts":    10,
+	"relay.listen":          true,
+	"relay.lease":           15 * time.Second,
+	"relay.lease_renew":     5 * time.Second,
+	"relay.lease_retry":     2 * time.Second,
 
 	"retention.window": 336 * time.Hour,
 

@@ -137,6 +137,7 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
 		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
 		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
+		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
 		"amqp.reconnect_backoff": c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
 	} {
 		if d <= 0 {
@@ -145,6 +146,9 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	}
 	if s.Lease < s.SendTimeout+LeaseMargin {
 		bad("sender.lease", "(%s) must exceed sender.send_timeout (%s) by at least %s", s.Lease, s.SendTimeout, LeaseMargin)
+	}
+	if c.Relay.LeaseRenew > 0 && c.Relay.Lease < 3*c.Relay.LeaseRenew {
+		bad("relay.lease_renew", "(%s) must be at most a third of relay.lease (%s): the leader needs two renewal periods of slack before the lease can expire", c.Relay.LeaseRenew, c.Relay.Lease)
 	}
 	if s.RetryBackoffMax < s.RetryBackoff {
 		bad("sender.retry_backoff_max", "(%s) must be at least sender.retry_backoff (%s)", s.RetryBackoffMax, s.RetryBackoff)

@@ -21,6 +21,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/testproxy"
 )
 
 // The test binary runs as a relay process when childEnv is set (TestMain).
@@ -28,6 +29,9 @@ const (
 	childEnv         = "MAILSVC_RELAY_TEST_CHILD"
 	childDBEnv       = "MAILSVC_RELAY_TEST_DB"
 	childExchangeEnv = "MAILSVC_RELAY_TEST_EXCHANGE"
+	// childLeaseEnv, set to "default", runs the child with the production
+	// lease periods (relay.lease, lease_renew, lease_retry defaults).
+	childLeaseEnv = "MAILSVC_RELAY_TEST_LEASE"
 )
 
 // runChild runs one relay, logging JSON at debug level to stdout, until
@@ -42,7 +46,11 @@ func runChild() int {
 	}
 	defer st.Close()
 	log := slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r, err := relay.New(testConfig(brokertest.URL(), exchange), st, log, relay.NewMetrics(prometheus.NewRegistry()), nil)
+	cfg := testConfig(brokertest.URL(), exchange)
+	if os.Getenv(childLeaseEnv) == "default" {
+		cfg.Lease, cfg.LeaseRenew, cfg.LeaseRetry = 0, 0, 0
+	}
+	r, err := relay.New(cfg, st, log, relay.NewMetrics(prometheus.NewRegistry()), nil)
 	if err == nil {
 		err = r.Start(ctx)
 	}
@@ -75,8 +83,16 @@ type child struct {
 
 func startChild(t *testing.T, b *bundle) *child {
 	t.Helper()
+	return startChildWith(t, b, b.sc.URL)
+}
+
+// startChildWith starts a relay process on dbURL; extraEnv is added to
+// its environment.
+func startChildWith(t *testing.T, b *bundle, dbURL string, extraEnv ...string) *child {
+	t.Helper()
 	c := &child{cmd: exec.Command(os.Args[0], "-test.run=^$"), scanned: make(chan struct{})}
-	c.cmd.Env = append(os.Environ(), childEnv+"=1", childDBEnv+"="+b.sc.URL, childExchangeEnv+"="+b.names.EventsExchange)
+	c.cmd.Env = append(os.Environ(), childEnv+"=1", childDBEnv+"="+dbURL, childExchangeEnv+"="+b.names.EventsExchange)
+	c.cmd.Env = append(c.cmd.Env, extraEnv...)
 	c.cmd.Stderr = &c.stderr
 	var err error
 	c.stdin, err = c.cmd.StdinPipe()
@@ -103,9 +119,9 @@ func (c *child) scan(r io.Reader) {
 		}
 		c.mu.Lock()
 		switch line.Msg {
-		case "relay lock acquired: this replica publishes the outbox":
+		case "relay lease acquired: this replica publishes the outbox":
 			c.leader = true
-		case "relay standing by: another replica holds the relay lock":
+		case "relay standing by: another replica holds the relay lease":
 			c.standby = true
 		case "outbox round":
 			c.published += line.Published
@@ -181,4 +197,64 @@ func TestTwoProcessesOnlyOnePublishesAndTheOtherTakesOver(t *testing.T) {
 	}
 	require.Len(t, ids, 20, "no duplicates: one relay at a time")
 	require.Equal(t, 20, b.countPublished(t))
+}
+
+// TestVanishedLeaderHostIsReplacedWithin30s is the recipe of a leader whose
+// host disappears without closing TCP, with the production lease periods:
+// the leader's database link goes silent and swallows FIN (its PostgreSQL
+// session stays open on the server), the leader is killed with SIGKILL,
+// and a replica connected directly must take over and drain the outbox,
+// every row exactly once, within 30 s.
+func TestVanishedLeaderHostIsReplacedWithin30s(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "#")
+	link := testproxy.NewVanishing(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+	lease := childLeaseEnv + "=default"
+	first := startChildWith(t, b, link.RewriteURL(t, b.sc.URL), lease)
+	require.Eventually(t, func() bool { l, _, _ := first.state(); return l }, 30*time.Second, 10*time.Millisecond)
+	second := startChildWith(t, b, b.sc.URL, lease)
+	require.Eventually(t, func() bool { _, s, _ := second.state(); return s }, 30*time.Second, 10*time.Millisecond)
+	b.insert(t, feedbackBatch("before", 10)...)
+	require.Len(t, obs.waitFor(t, 10), 10)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 10 }, 20*time.Second, 10*time.Millisecond)
+
+	link.Vanish()
+	first.kill(t)
+	vanished := time.Now()
+	b.insert(t, feedbackBatch("after", 20)...)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 30 }, 40*time.Second, 20*time.Millisecond)
+	took := time.Since(vanished)
+	t.Logf("the outbox was drained by the standby %s after the leader's host vanished", took.Round(time.Millisecond))
+	require.Less(t, took, 30*time.Second)
+	leader, _, published := second.state()
+	require.True(t, leader)
+	require.Equal(t, 20, published)
+	requireEachOnce(t, b, obs, 30)
+}
+
+func feedbackBatch(prefix string, n int) []store.Feedback {
+	fs := make([]store.Feedback, n)
+	for i := range fs {
+		fs[i] = feedback(fmt.Sprintf("%s-%d", prefix, i), mailtype.EmailSent)
+	}
+	return fs
+}
+
+// requireEachOnce checks that the events queue got every outbox row
+// exactly once (n rows in all) and nothing else.
+func requireEachOnce(t *testing.T, b *bundle, obs *observer, n int) {
+	t.Helper()
+	rows := b.outbox(t)
+	require.Len(t, rows, n)
+	got := obs.waitFor(t, n)
+	per := map[string]int{}
+	for _, d := range got {
+		per[d.MessageId]++
+	}
+	for _, row := range rows {
+		require.NotNil(t, row.PublishedAt, row.EventID)
+		require.Equal(t, 1, per[row.EventID], "deliveries of %s", row.EventID)
+	}
+	require.Len(t, got, n, "no other deliveries")
 }

@@ -22,6 +22,10 @@ func FromConfig(c *config.Config) Config {
 		PollInterval:    c.Relay.PollInterval,
 		ConfirmTimeout:  c.Relay.ConfirmTimeout,
 		MaxAttempts:     c.Relay.MaxAttempts,
+		DisableListen:   !c.Relay.Listen,
+		Lease:           c.Relay.Lease,
+		LeaseRenew:      c.Relay.LeaseRenew,
+		LeaseRetry:      c.Relay.LeaseRetry,
 		RetentionWindow: c.Retention.Window,
 	}.WithDefaults()
 }

@@ -14,121 +14,209 @@ import (
 
 // errStepDown ends a leadership whose broker stayed unreachable for
 // BrokerStepDown, so that a replica that can reach the broker takes over.
-var errStepDown = errors.New("broker unreachable: releasing the relay lock")
+var errStepDown = errors.New("broker unreachable: releasing the relay lease")
 
-// run keeps a database session until soft is done: open it, contend for
-// the lock, lead while holding it, and after a failure reconnect with
-// capped, jittered backoff. After stepping down it waits three LockRetry
-// periods, so a standby gets the lock first.
-func (r *Relay) run(soft, hard context.Context) {
-	failures := 0
+// errLeaseUnconfirmed ends a leadership whose renewals kept failing until
+// LeaseRenew before the lease could expire: from the expiry on another
+// replica may lead, so this one stops first.
+var errLeaseUnconfirmed = errors.New("relay lease not renewed in time: stepping down before it can expire")
+
+// run contends for the lease until soft is done: stand by until this relay
+// holds it, lead, and contend again. After a broker step-down it waits
+// three LeaseRetry periods first, so that a standby that reaches the
+// broker takes the lease.
+func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
 	for soft.Err() == nil {
-		began := time.Now()
-		err := r.session(soft, hard)
+		l, ok := r.awaitLease(soft, db)
+		if !ok {
+			return
+		}
+		err := r.lead(soft, hard, db, l)
 		if soft.Err() != nil {
 			return
 		}
-		var d time.Duration
+		wait := r.cfg.LeaseRetry
 		if errors.Is(err, errStepDown) {
-			d = 3 * r.cfg.LockRetry
-			r.log.Warn("relay stepped down: the broker is unreachable from this replica", "after", r.cfg.BrokerStepDown.String(), "retry_in", d.String())
+			wait = 3 * r.cfg.LeaseRetry
+			r.log.Warn("relay stepped down: the broker is unreachable from this replica", "after", r.cfg.BrokerStepDown.String(), "retry_in", wait.String())
 		} else {
-			if time.Since(began) > r.cfg.ReconnectBackoffMax {
-				failures = 0
-			}
-			failures++
-			d = backoff.Delay(failures, r.cfg.ReconnectBackoff, r.cfg.ReconnectBackoffMax)
-			r.log.Warn("relay database session lost, reconnecting", "error", err, "retry_in", d.String(), "failures", failures)
+			r.log.Warn("relay stepped down: it no longer holds the relay lease", "error", err, "retry_in", wait.String())
 		}
-		if !backoff.Sleep(soft.Done(), d) {
+		if !backoff.Sleep(soft.Done(), wait) {
 			return
 		}
 	}
 }
 
-// session opens the dedicated connection, waits for the lock and leads.
-// It returns why the session ended (nil on a soft stop).
-func (r *Relay) session(soft, hard context.Context) error {
-	sess, err := r.st.OpenRelaySession(soft, r.cfg.Name)
-	if err != nil {
-		return err
-	}
-	defer sess.Close()
-	if err := r.awaitLock(soft, sess); err != nil || soft.Err() != nil {
-		return err
-	}
-	r.m.Leader.Set(1)
-	defer r.m.Leader.Set(0)
-	r.log.Info("relay lock acquired: this replica publishes the outbox")
-	err = r.lead(soft, hard, sess)
-	r.log.Info("relay lock released")
-	return err
+// lease is one leadership: its epoch (fencing token) and the local time
+// just before the statement that took it, from which its validity counts.
+type lease struct {
+	epoch   int64
+	renewed time.Time
 }
 
-// awaitLock tries the lock every LockRetry until this session holds it.
-func (r *Relay) awaitLock(ctx context.Context, sess *store.RelaySession) error {
-	standby := false
+// awaitLease tries to take the lease every LeaseRetry, each try bounded by
+// LeaseRenew, until this relay holds it (ok) or ctx is done. It logs once
+// when it starts standing by and once when the database starts failing.
+func (r *Relay) awaitLease(ctx context.Context, db *store.RelayDB) (l lease, ok bool) {
+	standby, failing := false, false
 	for {
-		held, err := sess.TryLock(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil || held {
-			return err
-		}
-		if !standby {
-			r.log.Info("relay standing by: another replica holds the relay lock")
+		began := time.Now()
+		tctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseRenew)
+		epoch, held, err := db.AcquireLease(tctx, r.holder, r.cfg.Lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return lease{}, false
+		case held:
+			return lease{epoch: epoch, renewed: began}, true
+		case err != nil && !failing:
+			r.log.Warn("relay cannot reach the database to take the lease, retrying", "error", err, "retry_every", r.cfg.LeaseRetry.String())
+		case err == nil && !standby:
+			r.logStandby(ctx, db)
 			standby = true
 		}
-		if !backoff.Sleep(ctx.Done(), r.cfg.LockRetry) {
-			return nil
+		failing = err != nil
+		if !backoff.Sleep(ctx.Done(), r.cfg.LeaseRetry) {
+			return lease{}, false
 		}
 	}
 }
 
-// dbError marks an error of the relay's database session: leadership ends
-// with it, whereas a broker error only reconnects the broker.
-type dbError struct{ err error }
+// logStandby says that another relay holds the lease, naming it if it can.
+func (r *Relay) logStandby(ctx context.Context, db *store.RelayDB) {
+	tctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseRenew)
+	defer cancel()
+	holder, remaining, err := db.LeaseHolder(tctx)
+	if err != nil {
+		holder = "unknown"
+	}
+	r.log.Info("relay standing by: another replica holds the relay lease",
+		"holder", holder, "expires_in", remaining.Round(time.Millisecond).String(), "retry_every", r.cfg.LeaseRetry.String())
+}
 
-func (e *dbError) Error() string { return e.err.Error() }
-func (e *dbError) Unwrap() error { return e.err }
-
-// lead publishes while this session holds the lock: the LISTEN loop wakes
-// it, broker.SupervisePublisher keeps a broker connection, a database
-// error ends it (the lock may be gone with the connection), and so does a
-// broker unreachable for BrokerStepDown.
-func (r *Relay) lead(soft, hard context.Context, sess *store.RelaySession) error {
-	lctx, cancel := context.WithCancelCause(soft)
-	bw := &brokerWatch{since: time.Now()}
+// lead publishes while this relay holds lease l: keepLease renews it, the
+// LISTEN loop wakes the publisher, broker.SupervisePublisher keeps a broker
+// connection. It ends when the lease is lost or cannot be confirmed, when
+// the broker stayed unreachable for BrokerStepDown, or on a soft stop (nil),
+// and then releases the lease unless another relay took it.
+func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) error {
+	lctx, end := context.WithCancelCause(soft)   // no round starts after it
+	rctx, abort := context.WithCancelCause(hard) // ends the round in flight too
+	defer abort(nil)
+	kctx, stopKeeper := context.WithCancel(hard) // renews until the last round ended
+	stepDown := func(err error) {
+		r.m.Leader.Set(0) // at once: the round in flight may take a moment to end
+		end(err)
+	}
+	r.m.Leader.Set(1)
+	r.log.Info("relay lease acquired: this replica publishes the outbox", "epoch", l.epoch, "holder", r.holder)
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		r.listen(lctx)
-	}()
-	go func() {
-		defer wg.Done()
-		r.watchBroker(lctx, bw, cancel)
-	}()
+	r.goLeading(&wg, lctx, kctx, db, l, stepDown, abort)
 	r.Wake() // rows written while no relay was active
+	bw := &brokerWatch{since: time.Now()}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.watchBroker(lctx, bw, stepDown)
+	}()
 	onConn := func(up bool) {
 		r.onConn(up)
 		bw.set(up)
 	}
 	_ = broker.SupervisePublisher(lctx, r.cfg.AMQP, r.log, onConn, func(ctx context.Context, pub *broker.Publisher) error {
-		err := r.publishLoop(ctx, hard, pub, sess)
-		var de *dbError
-		if errors.As(err, &de) {
-			cancel(de.err)
+		err := r.publishLoop(ctx, rctx, pub, db, l.epoch)
+		if errors.Is(err, store.ErrRelayLeaseLost) {
+			abort(err)
+			stepDown(err)
 		}
 		return err
 	})
-	cancel(nil)
+	end(nil)
+	stopKeeper()
 	wg.Wait()
-	if soft.Err() != nil {
-		return nil
+	r.m.Leader.Set(0)
+	return r.endLeadership(soft, hard, db, l, context.Cause(lctx))
+}
+
+// goLeading starts the goroutines of a leadership: the lease keeper (on
+// kctx) and, unless disabled, the LISTEN loop (on lctx).
+func (r *Relay) goLeading(wg *sync.WaitGroup, lctx, kctx context.Context, db *store.RelayDB, l lease, stepDown, abort func(error)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.keepLease(kctx, db, l, stepDown, abort)
+	}()
+	if r.cfg.DisableListen {
+		return
 	}
-	return context.Cause(lctx)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.listen(lctx)
+	}()
+}
+
+// endLeadership releases the lease (unless another relay took it, or a
+// hard stop leaves no time) and returns why the leadership ended, nil for
+// a soft stop.
+func (r *Relay) endLeadership(soft, hard context.Context, db *store.RelayDB, l lease, cause error) error {
+	if soft.Err() != nil {
+		cause = nil
+	}
+	if errors.Is(cause, store.ErrRelayLeaseLost) {
+		r.log.Info("relay lease lost to another replica", "epoch", l.epoch)
+		return cause
+	}
+	ctx, cancel := context.WithTimeout(hard, r.cfg.LeaseRenew)
+	defer cancel()
+	if err := db.ReleaseLease(ctx, l.epoch); err != nil && hard.Err() == nil {
+		r.log.Warn("relay lease not released: it expires by itself", "error", err, "epoch", l.epoch)
+	} else {
+		r.log.Info("relay lease released", "epoch", l.epoch)
+	}
+	return cause
+}
+
+// keepLease renews the lease every LeaseRenew until ctx ends. A renewal
+// that finds another epoch ends the leadership and the round in flight:
+// another relay leads. A renewal that fails otherwise is retried (one
+// broken pooled connection is no lost lease) until LeaseRenew before the
+// lease could expire, counted from the start of the last successful
+// renewal; then the relay steps down and aborts its round, before another
+// replica can take over.
+func (r *Relay) keepLease(ctx context.Context, db *store.RelayDB, l lease, stepDown, abort func(error)) {
+	valid := l.renewed.Add(r.cfg.Lease)
+	wait := r.cfg.LeaseRenew
+	for {
+		deadline := valid.Add(-r.cfg.LeaseRenew)
+		if !backoff.Sleep(ctx.Done(), min(wait, time.Until(deadline))) {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			err := fmt.Errorf("%w (last renewed %s ago)", errLeaseUnconfirmed, time.Since(valid.Add(-r.cfg.Lease)).Round(time.Millisecond))
+			abort(err)
+			stepDown(err)
+			return
+		}
+		began := time.Now()
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		err := db.RenewLease(rctx, l.epoch, r.cfg.Lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			valid, wait = began.Add(r.cfg.Lease), r.cfg.LeaseRenew
+		case errors.Is(err, store.ErrRelayLeaseLost):
+			abort(err)
+			stepDown(err)
+			return
+		default:
+			r.log.Warn("relay lease renewal failed, retrying", "error", err, "steps_down_in", time.Until(deadline).Round(time.Millisecond).String())
+			wait = r.cfg.LeaseRenew / 4
+		}
+	}
 }
 
 // brokerWatch tracks since when the broker connection is down.
@@ -158,7 +246,7 @@ func (w *brokerWatch) downFor() time.Duration {
 
 // watchBroker ends the leadership (errStepDown) once the broker has been
 // unreachable for BrokerStepDown, checking four times per period.
-func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, cancel context.CancelCauseFunc) {
+func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, stepDown func(error)) {
 	t := time.NewTicker(r.cfg.BrokerStepDown / 4)
 	defer t.Stop()
 	for {
@@ -167,7 +255,7 @@ func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, cancel context
 			return
 		case <-t.C:
 			if d := bw.downFor(); d >= r.cfg.BrokerStepDown {
-				cancel(fmt.Errorf("%w (down for %s)", errStepDown, d.Round(time.Millisecond)))
+				stepDown(fmt.Errorf("%w (down for %s)", errStepDown, d.Round(time.Millisecond)))
 				return
 			}
 		}

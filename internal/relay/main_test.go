@@ -38,6 +38,7 @@ type bundle struct {
 	// relayStore is what the relay uses: through dbProxy when there is one.
 	relayStore *store.Store
 	dbProxy    *testproxy.Proxy
+	dbLink     *testproxy.Vanishing
 	amqpProxy  *testproxy.Proxy
 	reg        *prometheus.Registry
 	m          *relay.Metrics
@@ -47,6 +48,11 @@ type bundle struct {
 
 type setupOpts struct {
 	dbProxy, amqpProxy bool
+	// vanishingDB puts the relay's database behind a testproxy.Vanishing.
+	vanishingDB bool
+	// txPool puts the relay's database behind a testproxy.TxPool of that
+	// many server connections (pgx in exec mode, as behind PgBouncer).
+	txPool int
 }
 
 func setup(t testing.TB, o setupOpts) *bundle {
@@ -56,6 +62,14 @@ func setup(t testing.TB, o setupOpts) *bundle {
 	if o.dbProxy {
 		b.dbProxy = testproxy.New(t, testproxy.HostPort(t, b.sc.URL, "5432"))
 		dbURL = b.dbProxy.RewriteURL(t, b.sc.URL)
+	}
+	if o.vanishingDB {
+		b.dbLink = testproxy.NewVanishing(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+		dbURL = b.dbLink.RewriteURL(t, b.sc.URL)
+	}
+	if o.txPool > 0 {
+		dbURL = testproxy.NewTxPool(t, testproxy.HostPort(t, b.sc.URL, "5432"), o.txPool).RewriteURL(t, b.sc.URL) +
+			"&default_query_exec_mode=exec"
 	}
 	if o.amqpProxy {
 		b.amqpProxy = testproxy.New(t, testproxy.HostPort(t, amqpURL, "5672"))
@@ -68,13 +82,14 @@ func setup(t testing.TB, o setupOpts) *bundle {
 	return b
 }
 
-// testConfig is fast enough for tests: short polls, backoffs and lock retry.
+// testConfig is fast enough for tests: short polls, backoffs and lease
+// periods (a leader that vanishes is replaced within about 3 s).
 func testConfig(amqpURL, exchange string) relay.Config {
 	return relay.Config{
 		AMQP:     broker.Config{URL: amqpURL, Name: "mailsvc-relay-test", Backoff: 50 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
 		Exchange: exchange, DeclareExchange: true,
 		BatchSize: 50, PollInterval: 200 * time.Millisecond, ConfirmTimeout: 5 * time.Second, MaxAttempts: 3,
-		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, LockRetry: 100 * time.Millisecond,
+		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, Lease: 3 * time.Second, LeaseRenew: time.Second, LeaseRetry: 100 * time.Millisecond,
 		BrokerStepDown: 400 * time.Millisecond, ReconnectBackoff: 50 * time.Millisecond, ReconnectBackoffMax: 300 * time.Millisecond,
 	}
 }

@@ -21,7 +21,8 @@ type Metrics struct {
 	Published *prometheus.CounterVec
 	// Failures counts failed publishes of one row, by reason (FailureReasons).
 	Failures *prometheus.CounterVec
-	// Leader is 1 on the replica that holds the relay lock, else 0.
+	// Leader is 1 on the replica that holds the relay lease and publishes,
+	// else 0; it drops to 0 as soon as the leader decides to step down.
 	Leader prometheus.Gauge
 }
 
@@ -40,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		Leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "mailsvc_relay_leader",
-			Help: "1 on the replica holding the relay lock (the active relay), else 0.",
+			Help: "1 on the replica holding the relay lease (the active relay), else 0.",
 		}),
 	}
 	for _, t := range mailtype.OutputEventTypes {

@@ -12,47 +12,72 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-// recordTimeout bounds the short transaction that records a round.
-const recordTimeout = 10 * time.Second
+// dbTimeout bounds each database statement (or short transaction) of a
+// round, so that a database link gone silent cannot hold a round forever.
+const dbTimeout = 10 * time.Second
+
+// dbError marks an error of the relay's database access: the publish loop
+// backs off and retries the round, whereas a broker error reconnects the
+// broker.
+type dbError struct{ err error }
+
+func (e *dbError) Error() string { return e.err.Error() }
+func (e *dbError) Unwrap() error { return e.err }
 
 // maxRetentionDeletes bounds the DELETE statements of one retention pass,
 // so that a large first cleanup does not hold up publishing.
 const maxRetentionDeletes = 10
 
-// publishLoop publishes rounds on pub until ctx is done (nil) or the
-// broker or the database fails (a *dbError for the database). Rounds run
-// under hard, so a soft stop lets the round in flight finish.
-func (r *Relay) publishLoop(ctx, hard context.Context, pub *broker.Publisher, sess *store.RelaySession) error {
-	if r.cfg.DeclareExchange {
-		if err := pub.DeclareExchange(r.cfg.Exchange, "topic"); err != nil {
-			return err
-		}
-		if r.cfg.EventsQueue != "" {
-			if err := pub.DeclareBoundQueue(r.cfg.EventsQueue, r.cfg.Exchange, "#"); err != nil {
-				return err
-			}
-		}
+// publishLoop publishes rounds on pub until ctx is done (nil), the broker
+// fails, or the lease turns out lost (store.ErrRelayLeaseLost). Rounds run
+// under rctx, so a soft stop lets the round in flight finish; a round that
+// fails on the database is retried after a capped, jittered backoff.
+func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db *store.RelayDB, epoch int64) error {
+	if err := r.declare(pub); err != nil {
+		return err
 	}
 	nextRetention := time.Now()
+	failures := 0
 	for ctx.Err() == nil {
 		if pub.IsClosed() {
 			if err := pub.Reopen(); err != nil {
 				return err
 			}
 		}
-		full, err := r.round(hard, pub, sess)
-		if err != nil {
+		full, err := r.round(rctx, pub, db, epoch)
+		if err == nil && !time.Now().Before(nextRetention) {
+			err = r.retain(rctx, db)
+			nextRetention = time.Now().Add(r.cfg.RetentionInterval)
+		}
+		var de *dbError
+		switch {
+		case errors.Is(err, store.ErrRelayLeaseLost) || (err != nil && !errors.As(err, &de)):
 			return err
+		case err != nil:
+			failures++
+			d := backoff.Delay(failures, r.cfg.ReconnectBackoff, r.cfg.ReconnectBackoffMax)
+			r.log.Warn("outbox round failed on the database, retrying", "error", err, "retry_in", d.String(), "failures", failures)
+			backoff.Sleep(ctx.Done(), d)
+			continue
 		}
-		if now := time.Now(); !now.Before(nextRetention) {
-			if err := r.retain(hard, sess); err != nil {
-				return err
-			}
-			nextRetention = now.Add(r.cfg.RetentionInterval)
-		}
+		failures = 0
 		if !full {
 			r.idle(ctx, pub)
 		}
+	}
+	return nil
+}
+
+// declare declares the events exchange (and queue) when configured.
+func (r *Relay) declare(pub *broker.Publisher) error {
+	if !r.cfg.DeclareExchange {
+		return nil
+	}
+	if err := pub.DeclareExchange(r.cfg.Exchange, "topic"); err != nil {
+		return err
+	}
+	if r.cfg.EventsQueue != "" {
+		return pub.DeclareBoundQueue(r.cfg.EventsQueue, r.cfg.Exchange, "#")
 	}
 	return nil
 }
@@ -70,10 +95,12 @@ func (r *Relay) idle(ctx context.Context, pub *broker.Publisher) {
 }
 
 // round fetches due rows, publishes them, waits for the confirms, then
-// records the results in one short transaction. full reports a full batch
-// (more rows are likely due).
-func (r *Relay) round(ctx context.Context, pub *broker.Publisher, sess *store.RelaySession) (full bool, err error) {
-	rows, err := sess.FetchOutbox(ctx, r.cfg.BatchSize)
+// records the results in one short transaction, both fenced by the lease
+// epoch. full reports a full batch (more rows are likely due).
+func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db *store.RelayDB, epoch int64) (full bool, err error) {
+	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	rows, err := db.FetchOutbox(fctx, epoch, r.cfg.BatchSize)
+	cancel()
 	if err != nil {
 		return false, &dbError{err}
 	}
@@ -85,9 +112,9 @@ func (r *Relay) round(ctx context.Context, pub *broker.Publisher, sess *store.Re
 		r.afterConfirm()
 	}
 	published, failed := r.results(rows, errs)
-	rctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	rctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	attempts, err := sess.RecordOutboxResults(rctx, published, failed, r.cfg.MaxAttempts)
+	attempts, err := db.RecordOutboxResults(rctx, epoch, published, failed, r.cfg.MaxAttempts)
 	if err != nil {
 		return false, &dbError{err}
 	}
@@ -244,14 +271,16 @@ func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.Ou
 
 // retain deletes published rows older than the retention window, in
 // batches of RetentionBatch, at most maxRetentionDeletes batches per pass.
-func (r *Relay) retain(ctx context.Context, sess *store.RelaySession) error {
+func (r *Relay) retain(ctx context.Context, db *store.RelayDB) error {
 	if r.cfg.RetentionWindow <= 0 {
 		return nil
 	}
 	before := time.Now().Add(-r.cfg.RetentionWindow)
 	var total int64
 	for i := 0; i < maxRetentionDeletes; i++ {
-		n, err := sess.DeletePublishedOutbox(ctx, before, r.cfg.RetentionBatch)
+		dctx, cancel := context.WithTimeout(ctx, dbTimeout)
+		n, err := db.DeletePublishedOutbox(dctx, before, r.cfg.RetentionBatch)
+		cancel()
 		if err != nil {
 			return &dbError{err}
 		}

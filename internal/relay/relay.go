@@ -2,9 +2,14 @@
 // the third hop of mailsvc (DESIGN.md sections 2, 4 and 5): rows oldest
 // first, one order's rows in write order, with publisher confirms, and a
 // row is marked published only after a real broker ack. Exactly one relay
-// is active across all replicas: the one holding a PostgreSQL session-level
-// advisory lock on a dedicated connection; the others stand by and take
-// over within relay LockRetry of the holder's connection closing.
+// is active across all replicas: the holder of the relay lease, a row in
+// table relay_lease with an expiry on the database's clock and an epoch
+// (fencing token) that every write of the leader checks. The leader renews
+// it every LeaseRenew; the others stand by, and take over within
+// LeaseRetry of the holder releasing it (a clean stop) or of its expiry (a
+// crash, a vanished host, a partition), whatever happens to the holder's
+// TCP connections. The lease is no session state, so the relay works
+// through any connection pooler.
 //
 // Delivery is at-least-once: a relay that dies between the ack and the mark
 // publishes the row again with the same event_id (consumers dedupe by it).
@@ -12,9 +17,12 @@ package relay
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -35,16 +43,20 @@ type Config struct {
 	// EventsQueue, when set with DeclareExchange, is declared (durable) and
 	// bound with "#" to Exchange (amqp.events_queue).
 	EventsQueue string
-	// Name is the application_name of the relay's PostgreSQL connections;
-	// "" means "mailsvc-relay".
+	// Name is the application_name of the relay's PostgreSQL connections
+	// and the start of its lease holder name (Name@host/pid/random); ""
+	// means "mailsvc-relay".
 	Name string
 	// BatchSize is the most rows one publish round takes (relay.batch_size);
 	// 0 means 100, at most broker.MaxBatch.
 	BatchSize int
 	// PollInterval is how often the active relay looks for due rows when no
-	// wake-up arrived (relay.poll_interval); 0 means 1s. It also bounds how
-	// long a lost lock connection goes unnoticed while idle.
+	// wake-up arrived (relay.poll_interval); 0 means 1s.
 	PollInterval time.Duration
+	// DisableListen turns off the LISTEN/NOTIFY wake-ups (relay.listen
+	// false), leaving polling alone; behind a transaction-pooling proxy the
+	// notifications never arrive anyway. false means listen.
+	DisableListen bool
 	// ConfirmTimeout bounds the wait for one round's publisher confirms
 	// (relay.confirm_timeout); 0 means 10s.
 	ConfirmTimeout time.Duration
@@ -55,16 +67,26 @@ type Config struct {
 	// before a failed row is retried (exponential, jittered); 0 means 1s
 	// and 1m.
 	RetryBackoff, RetryBackoffMax time.Duration
-	// LockRetry is how often a standby replica tries to take the lock; 0
-	// means 2s.
-	LockRetry time.Duration
-	// BrokerStepDown is how long the active relay keeps the lock while it
-	// cannot reach the broker; after that it releases the lock so that a
+	// Lease is how long the relay lease lasts after each renewal, on the
+	// database's clock (relay.lease); 0 means 15s. It bounds how long the
+	// outbox waits when a leader vanishes without a word.
+	Lease time.Duration
+	// LeaseRenew is how often the leader renews the lease
+	// (relay.lease_renew); 0 means 5s, and it must be at most Lease/3. A
+	// leader that has not renewed for Lease-LeaseRenew (measured from the
+	// start of its last successful renewal) steps down, LeaseRenew before
+	// any other replica can take over.
+	LeaseRenew time.Duration
+	// LeaseRetry is how often a standby replica tries to take the lease
+	// (relay.lease_retry); 0 means 2s.
+	LeaseRetry time.Duration
+	// BrokerStepDown is how long the active relay keeps the lease while it
+	// cannot reach the broker; after that it releases the lease so that a
 	// replica that can reach the broker takes over. 0 means 30s.
 	BrokerStepDown time.Duration
 	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
-	// attempts to reopen the lock connection or the LISTEN connection; 0
-	// means 500ms and 15s.
+	// attempts to reopen the LISTEN connection, and between publish rounds
+	// while the database fails; 0 means 500ms and 15s.
 	ReconnectBackoff, ReconnectBackoffMax time.Duration
 	// RetentionWindow is how long published rows are kept
 	// (retention.window); 0 keeps them forever.
@@ -85,7 +107,9 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ConfirmTimeout, 10*time.Second)
 	setDur(&c.RetryBackoff, time.Second)
 	setDur(&c.RetryBackoffMax, time.Minute)
-	setDur(&c.LockRetry, 2*time.Second)
+	setDur(&c.Lease, 15*time.Second)
+	setDur(&c.LeaseRenew, 5*time.Second)
+	setDur(&c.LeaseRetry, 2*time.Second)
 	setDur(&c.BrokerStepDown, 30*time.Second)
 	setDur(&c.ReconnectBackoff, 500*time.Millisecond)
 	setDur(&c.ReconnectBackoffMax, 15*time.Second)
@@ -125,12 +149,16 @@ func (c Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"PollInterval": c.PollInterval, "ConfirmTimeout": c.ConfirmTimeout, "RetryBackoff": c.RetryBackoff,
-		"RetryBackoffMax": c.RetryBackoffMax, "LockRetry": c.LockRetry, "BrokerStepDown": c.BrokerStepDown, "ReconnectBackoff": c.ReconnectBackoff,
+		"RetryBackoffMax": c.RetryBackoffMax, "Lease": c.Lease, "LeaseRenew": c.LeaseRenew, "LeaseRetry": c.LeaseRetry,
+		"BrokerStepDown": c.BrokerStepDown, "ReconnectBackoff": c.ReconnectBackoff,
 		"ReconnectBackoffMax": c.ReconnectBackoffMax, "RetentionInterval": c.RetentionInterval,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("relay: %s must be positive", name))
 		}
+	}
+	if c.LeaseRenew > 0 && c.Lease < 3*c.LeaseRenew {
+		errs = append(errs, fmt.Errorf("relay: LeaseRenew %s must be at most a third of Lease %s", c.LeaseRenew, c.Lease))
 	}
 	if c.RetentionWindow < 0 {
 		errs = append(errs, errors.New("relay: RetentionWindow must not be negative"))
@@ -150,6 +178,9 @@ type Relay struct {
 	m      *Metrics
 	onConn func(bool)
 	wake   chan struct{}
+	// holder names this relay in the lease row: unique per relay, so that
+	// it can take back its own lease without waiting for the expiry.
+	holder string
 	// afterConfirm, when set (tests), runs after a round's confirms and
 	// before its results are recorded.
 	afterConfirm func()
@@ -158,7 +189,8 @@ type Relay struct {
 	started bool
 	soft    context.CancelFunc // ends the loops between rounds
 	hard    context.CancelFunc // aborts a round in flight
-	done    chan struct{}
+	done    chan struct{}      // closed when the loops have ended
+	closed  chan struct{}      // closed when the relay's pool is closed too
 }
 
 // New returns a relay that publishes st's outbox. cfg is completed with
@@ -171,8 +203,20 @@ func New(cfg Config, st *store.Store, log *slog.Logger, m *Metrics, bm *broker.M
 	}
 	return &Relay{
 		cfg: cfg, st: st, log: log.With("component", "relay"), m: m,
-		onConn: bm.OnState(broker.RoleRelay), wake: make(chan struct{}, 1),
+		onConn: bm.OnState(broker.RoleRelay), wake: make(chan struct{}, 1), holder: holderName(cfg.Name),
 	}, nil
+}
+
+// holderName is name@host/pid/random: readable in the lease row, and
+// unique even for two relays of one process.
+func holderName(name string) string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s@%s/%d/%s", name, host, os.Getpid(), hex.EncodeToString(b))
 }
 
 // Wake tells the relay, without blocking, that an outbox row was written,
@@ -188,21 +232,27 @@ func (r *Relay) Wake() {
 // Start runs the relay in the background and returns at once. The relay
 // reconnects to the database and the broker by itself and never returns an
 // error after Start; cancelling ctx does not stop it (Stop does). Starting
-// twice is an error.
+// twice is an error, and so is a database configuration its pool refuses.
 func (r *Relay) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.started {
 		return errors.New("relay already started")
 	}
+	db, err := r.st.OpenRelay(r.cfg.Name, r.cfg.LeaseRenew)
+	if err != nil {
+		return err
+	}
 	r.started = true
 	base := context.WithoutCancel(ctx)
 	hard, hardCancel := context.WithCancel(base)
 	soft, softCancel := context.WithCancel(hard)
-	r.soft, r.hard, r.done = softCancel, hardCancel, make(chan struct{})
+	r.soft, r.hard, r.done, r.closed = softCancel, hardCancel, make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(r.done)
-		r.run(soft, hard)
+		defer close(r.closed)
+		r.run(soft, hard, db)
+		close(r.done)
+		db.Close()
 	}()
 	return nil
 }
@@ -214,28 +264,34 @@ const hardStopGrace = 2 * time.Second
 // Stop stops the relay: no new round starts, the round in flight finishes
 // (its confirms waited for and its results recorded) unless ctx ends
 // first, in which case the round is aborted and its rows stay unpublished
-// (published again later, same event_id). It releases the lock. Stop is
-// idempotent, safe without Start, and returns ctx's error when the relay
-// did not stop in time.
+// (published again later, same event_id). It releases the lease. Then it
+// waits, while ctx lasts, for the relay's connections to close: one whose
+// database stopped answering mid-statement takes pgx up to 15 s, and once
+// ctx ends it finishes closing in the background (the relay has stopped
+// all the same). Stop is idempotent, safe without Start, and returns ctx's
+// error when the relay did not stop in time.
 func (r *Relay) Stop(ctx context.Context) error {
 	r.mu.Lock()
 	if !r.started {
 		r.mu.Unlock()
 		return nil
 	}
-	soft, hard, done := r.soft, r.hard, r.done
+	soft, hard, done, closed := r.soft, r.hard, r.done, r.closed
 	r.mu.Unlock()
 	soft()
 	select {
 	case <-done:
-		return nil
+	case <-ctx.Done():
+		hard()
+		select {
+		case <-done:
+		case <-time.After(hardStopGrace):
+			return fmt.Errorf("stop relay: %w", ctx.Err())
+		}
+	}
+	select {
+	case <-closed:
 	case <-ctx.Done():
 	}
-	hard()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(hardStopGrace):
-		return fmt.Errorf("stop relay: %w", ctx.Err())
-	}
+	return nil
 }

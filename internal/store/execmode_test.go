@@ -175,15 +175,15 @@ func TestRelayStatementsInEveryExecMode(t *testing.T) {
 			require.NoError(t, st.InsertOutboxForTest(ctx, feedback("1"), feedback("2"), feedback("3")))
 			require.NoError(t, l.Wait(ctx), "the insert notified the listener")
 
-			sess, err := st.OpenRelaySession(ctx, "relay-"+mode)
+			sess, err := st.OpenRelay("relay-"+mode, 5*time.Second)
 			require.NoError(t, err)
 			defer sess.Close()
-			held, err := sess.TryLock(ctx)
+			epoch, held, err := sess.AcquireLease(ctx, "relay-"+mode, time.Minute)
 			require.NoError(t, err)
 			require.True(t, held)
-			require.NoError(t, sess.Ping(ctx))
+			require.NoError(t, sess.RenewLease(ctx, epoch, time.Minute))
 
-			rows, err := sess.FetchOutbox(ctx, 10)
+			rows, err := sess.FetchOutbox(ctx, epoch, 10)
 			require.NoError(t, err)
 			require.Len(t, rows, 3)
 			for i, r := range rows {
@@ -202,10 +202,10 @@ func TestRelayStatementsInEveryExecMode(t *testing.T) {
 				require.WithinDuration(t, time.Now(), r.CreatedAt, time.Minute)
 			}
 
-			got, err := sess.RecordOutboxResults(ctx, []int64{rows[0].ID}, nil, 3)
+			got, err := sess.RecordOutboxResults(ctx, epoch, []int64{rows[0].ID}, nil, 3)
 			require.NoError(t, err)
 			require.Empty(t, got)
-			got, err = sess.RecordOutboxResults(ctx, []int64{rows[1].ID},
+			got, err = sess.RecordOutboxResults(ctx, epoch, []int64{rows[1].ID},
 				[]store.OutboxFailure{{ID: rows[2].ID, Error: "nack", RetryIn: time.Hour, MayDie: true}}, 1)
 			require.NoError(t, err)
 			require.Equal(t, []store.OutboxAttempt{{ID: rows[2].ID, EventID: rows[2].EventID, EventType: "EmailSent",

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,7 +51,10 @@ type OutboxAttempt struct {
 	Dead bool
 }
 
-// fetchOutboxSQL takes due rows oldest first. A row waits while an earlier
+// fetchOutboxSQL takes due rows oldest first, and only for the current,
+// unexpired lease epoch ($2): a relay that lost its lease, or whose lease
+// ran out on the database's clock, fetches nothing and so publishes
+// nothing that the next leader will publish again. A row waits while an earlier
 // row of the same order is unpublished and alive (not dead), so one order's
 // events go out in write order and a batch holds at most one row per
 // order; rows without an order id (NULL or empty) are never held back.
@@ -64,6 +68,7 @@ SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, coalesce
        o.payload::text, o.created_at, o.attempts
 FROM outbox o
 WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
+  AND EXISTS (SELECT 1 FROM relay_lease l WHERE l.singleton AND l.epoch = $2 AND l.expires_at > now())
   AND (coalesce(o.order_id, '') = '' OR NOT EXISTS (
       SELECT 1 FROM outbox p
       WHERE p.order_id = o.order_id AND p.id < o.id
@@ -72,10 +77,12 @@ ORDER BY o.id
 LIMIT $1`
 
 // FetchOutbox returns at most limit due, unpublished, live rows, oldest
-// first, at most one per order (see fetchOutboxSQL). Errors are classified
-// transient (mailtype.ReasonDatabase) when the connection failed.
-func (r *RelaySession) FetchOutbox(ctx context.Context, limit int) ([]OutboxRow, error) {
-	rows, err := r.conn.Query(ctx, fetchOutboxSQL, limit)
+// first, at most one per order (see fetchOutboxSQL), while epoch holds an
+// unexpired lease; otherwise none (the lease keeper finds out why). Errors
+// are classified transient (mailtype.ReasonDatabase) when the connection
+// failed.
+func (r *RelayDB) FetchOutbox(ctx context.Context, epoch int64, limit int) ([]OutboxRow, error) {
+	rows, err := r.pool.Query(ctx, fetchOutboxSQL, limit, epoch)
 	if err != nil {
 		return nil, fmt.Errorf("fetch outbox: %w", interpretError(err))
 	}
@@ -92,9 +99,25 @@ func (r *RelaySession) FetchOutbox(ctx context.Context, limit int) ([]OutboxRow,
 	return out, nil
 }
 
+// leaseFenceSQL locks the lease row of one epoch until the transaction
+// ends: a relay taking the lease over waits for the commit, and once it has
+// taken it this finds no row.
+const leaseFenceSQL = `SELECT epoch FROM relay_lease WHERE singleton AND epoch = $1 FOR SHARE`
+
 const markPublishedSQL = `
 UPDATE outbox SET published_at = now()
 WHERE id = ANY($1) AND published_at IS NULL`
+
+// markPublishedFencedSQL is markPublishedSQL behind the lease fence in one
+// autocommit statement: it marks the rows $2 only while epoch $1 is
+// current, and says whether it was.
+const markPublishedFencedSQL = `
+WITH lease AS MATERIALIZED (` + leaseFenceSQL + `),
+marked AS (
+    UPDATE outbox SET published_at = now()
+    WHERE id = ANY($2) AND published_at IS NULL AND EXISTS (SELECT 1 FROM lease)
+    RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM marked)`
 
 // markFailedSQL counts one failed attempt per row; the row dies when the
 // attempt reaches maxAttempts and the failure was the row's own.
@@ -111,24 +134,28 @@ RETURNING o.id, o.event_id::text, o.event_type, coalesce(o.dedupe_key, ''), o.at
 // RecordOutboxResults marks the rows in published as published (only rows
 // whose publish the broker acked belong there) and counts a failed attempt
 // for each failure, setting dead_at once a row's attempts reach
-// maxAttempts. Both writes commit together in one short transaction, run
-// after the confirms (never while waiting on the broker). It returns the
-// failed rows after the update; rows already published are left alone.
-// Errors are classified transient when the connection failed, and then
-// nothing was written.
-func (r *RelaySession) RecordOutboxResults(ctx context.Context, published []int64, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
+// maxAttempts. It writes only while epoch is the current lease epoch,
+// checked under a lock on the lease row in the same statement or
+// transaction, and returns ErrRelayLeaseLost (writing nothing) once another
+// relay took the lease. Both writes commit together in one short
+// transaction, run after the confirms (never while waiting on the broker).
+// It returns the failed rows after the update; rows already published are
+// left alone. Errors are classified transient when the connection failed,
+// and then nothing was written.
+func (r *RelayDB) RecordOutboxResults(ctx context.Context, epoch int64, published []int64, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
 	if len(failed) == 0 {
 		if len(published) == 0 {
 			return nil, nil
 		}
-		// One autocommit statement: the common case costs one round trip.
-		if _, err := r.conn.Exec(ctx, markPublishedSQL, published); err != nil {
-			return nil, fmt.Errorf("mark outbox published: %w", interpretError(err))
-		}
-		return nil, nil
+		return nil, r.markPublished(ctx, epoch, published)
 	}
 	var attempts []OutboxAttempt
-	err := pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, leaseFenceSQL, epoch).Scan(&epoch); errors.Is(err, pgx.ErrNoRows) {
+			return ErrRelayLeaseLost
+		} else if err != nil {
+			return fmt.Errorf("check relay lease: %w", err)
+		}
 		if len(published) > 0 {
 			if _, err := tx.Exec(ctx, markPublishedSQL, published); err != nil {
 				return fmt.Errorf("mark outbox published: %w", err)
@@ -138,10 +165,27 @@ func (r *RelaySession) RecordOutboxResults(ctx context.Context, published []int6
 		attempts, err = markFailed(ctx, tx, failed, maxAttempts)
 		return err
 	})
+	if errors.Is(err, ErrRelayLeaseLost) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("record outbox results: %w", interpretError(err))
 	}
 	return attempts, nil
+}
+
+// markPublished is the common case of RecordOutboxResults: one autocommit
+// statement, one round trip.
+func (r *RelayDB) markPublished(ctx context.Context, epoch int64, published []int64) error {
+	var held bool
+	var marked int64
+	if err := r.pool.QueryRow(ctx, markPublishedFencedSQL, epoch, published).Scan(&held, &marked); err != nil {
+		return fmt.Errorf("mark outbox published: %w", interpretError(err))
+	}
+	if !held {
+		return ErrRelayLeaseLost
+	}
+	return nil
 }
 
 func markFailed(ctx context.Context, tx pgx.Tx, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
@@ -172,8 +216,8 @@ DELETE FROM outbox WHERE id IN (
 // DeletePublishedOutbox deletes at most limit rows published before
 // before, oldest first, and returns how many it deleted. Unpublished and
 // dead rows are never deleted. Call it again while it returns limit.
-func (r *RelaySession) DeletePublishedOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
-	tag, err := r.conn.Exec(ctx, deletePublishedSQL, before, limit)
+func (r *RelayDB) DeletePublishedOutbox(ctx context.Context, before time.Time, limit int) (int64, error) {
+	tag, err := r.pool.Exec(ctx, deletePublishedSQL, before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("delete published outbox rows: %w", interpretError(err))
 	}

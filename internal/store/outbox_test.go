@@ -15,16 +15,40 @@ import (
 
 type outboxBundle struct {
 	sc   *storetest.Schema
-	sess *store.RelaySession
+	sess *relaySession
+}
+
+// relaySession is a RelayDB holding the lease of epoch, so that the fenced
+// calls can be made as the leader makes them.
+type relaySession struct {
+	*store.RelayDB
+	epoch int64
+}
+
+func (s *relaySession) FetchOutbox(ctx context.Context, limit int) ([]store.OutboxRow, error) {
+	return s.RelayDB.FetchOutbox(ctx, s.epoch, limit)
+}
+
+func (s *relaySession) RecordOutboxResults(ctx context.Context, published []int64, failed []store.OutboxFailure, maxAttempts int) ([]store.OutboxAttempt, error) {
+	return s.RelayDB.RecordOutboxResults(ctx, s.epoch, published, failed, maxAttempts)
+}
+
+func openRelay(t *testing.T, sc *storetest.Schema, appName string) *store.RelayDB {
+	t.Helper()
+	db, err := sc.Store.OpenRelay(appName, 5*time.Second)
+	require.NoError(t, err)
+	t.Cleanup(db.Close)
+	return db
 }
 
 func setupOutbox(t *testing.T) *outboxBundle {
 	t.Helper()
 	sc := storetest.New(t)
-	sess, err := sc.Store.OpenRelaySession(testCtx(t), "relay-"+sc.Name)
+	db := openRelay(t, sc, "relay-"+sc.Name)
+	epoch, held, err := db.AcquireLease(testCtx(t), "leader", time.Hour)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = sess.Close() })
-	return &outboxBundle{sc: sc, sess: sess}
+	require.True(t, held)
+	return &outboxBundle{sc: sc, sess: &relaySession{RelayDB: db, epoch: epoch}}
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -51,7 +75,7 @@ func (b *outboxBundle) rowIDs(t *testing.T, orderID string) []int64 {
 	return ids
 }
 
-func fetchIDs(t *testing.T, sess *store.RelaySession, limit int) []int64 {
+func fetchIDs(t *testing.T, sess *relaySession, limit int) []int64 {
 	t.Helper()
 	rows, err := sess.FetchOutbox(testCtx(t), limit)
 	require.NoError(t, err)
@@ -167,64 +191,6 @@ func TestDeletePublishedOutboxInBatches(t *testing.T) {
 	}
 	require.Equal(t, int64(2), b.sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL`))
-}
-
-func TestRelayLockIsExclusivePerSchema(t *testing.T) {
-	t.Parallel()
-	b := setupOutbox(t)
-	ctx := testCtx(t)
-	other, err := b.sc.Store.OpenRelaySession(ctx, "relay-test-2")
-	require.NoError(t, err)
-	defer other.Close()
-
-	held, err := b.sess.TryLock(ctx)
-	require.NoError(t, err)
-	require.True(t, held)
-	held, err = b.sess.TryLock(ctx)
-	require.NoError(t, err)
-	require.True(t, held, "the holder asking again still holds it")
-	held, err = other.TryLock(ctx)
-	require.NoError(t, err)
-	require.False(t, held)
-
-	// Another schema in the same database has its own relay lock.
-	third := setupOutbox(t)
-	held, err = third.sess.TryLock(ctx)
-	require.NoError(t, err)
-	require.True(t, held)
-
-	require.NoError(t, b.sess.Close())
-	// The server releases the lock when the closed session's backend ends,
-	// a moment after the client closed it.
-	require.Eventually(t, func() bool {
-		held, err := other.TryLock(ctx)
-		return err == nil && held
-	}, 10*time.Second, 10*time.Millisecond, "closing the holder's connection releases the lock")
-}
-
-func TestRelaySessionDropReleasesLock(t *testing.T) {
-	t.Parallel()
-	b := setupOutbox(t)
-	ctx := testCtx(t)
-	held, err := b.sess.TryLock(ctx)
-	require.NoError(t, err)
-	require.True(t, held)
-	other, err := b.sc.Store.OpenRelaySession(ctx, "relay-other-"+b.sc.Name)
-	require.NoError(t, err)
-	defer other.Close()
-	held, err = other.TryLock(ctx)
-	require.NoError(t, err)
-	require.False(t, held)
-
-	// The server ends the holder's backend, as when its connection drops.
-	require.Equal(t, int64(1), b.sc.QueryInt(t, `SELECT count(*) FROM (SELECT pid FROM pg_stat_activity WHERE application_name = $1 OFFSET 0) x WHERE pg_terminate_backend(x.pid)`, "relay-"+b.sc.Name))
-	_, err = b.sess.FetchOutbox(ctx, 1)
-	require.Error(t, err)
-	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
-	require.Eventually(t, func() bool {
-		held, err := other.TryLock(ctx)
-		return err == nil && held
-	}, 10*time.Second, 20*time.Millisecond)
 }
 
 func TestOutboxListenerWakesOnInsert(t *testing.T) {

@@ -1,6 +1,8 @@
-// Package testproxy puts a TCP proxy (Shopify's toxiproxy, as a library)
-// between mailsvc and a real server, so a test can cut the connection and
-// restore it without touching the shared server.
+// Package testproxy puts a proxy between mailsvc and a real server, so a
+// test can inject a fault without touching the shared server: Proxy
+// (Shopify's toxiproxy, as a library) cuts the connection and restores it,
+// Vanishing turns a link silent the way a vanished host does, and TxPool
+// pools PostgreSQL server connections per transaction as PgBouncer does.
 package testproxy
 
 import (
