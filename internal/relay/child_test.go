@@ -209,7 +209,7 @@ func TestVanishedLeaderHostIsReplacedWithin30s(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	obs := observe(t, b.names, "#")
-	link := testproxy.NewVanishing(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+	link := testproxy.NewHole(t, testproxy.HostPort(t, b.sc.URL, "5432"))
 	lease := childLeaseEnv + "=default"
 	first := startChildWith(t, b, link.RewriteURL(t, b.sc.URL), lease)
 	require.Eventually(t, func() bool { l, _, _ := first.state(); return l }, 30*time.Second, 10*time.Millisecond)
@@ -219,7 +219,7 @@ func TestVanishedLeaderHostIsReplacedWithin30s(t *testing.T) {
 	require.Len(t, obs.waitFor(t, 10), 10)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 10 }, 20*time.Second, 10*time.Millisecond)
 
-	link.Vanish()
+	link.Blackhole()
 	first.kill(t)
 	vanished := time.Now()
 	b.insert(t, feedbackBatch("after", 20)...)

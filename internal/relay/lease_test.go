@@ -112,7 +112,7 @@ func TestPartitionedLeaderStepsDownAndTheStandbyDrainsEachRowOnce(t *testing.T) 
 	sent := func(m *relay.Metrics) float64 { return sentCount(t, m) }
 	require.Eventually(t, func() bool { return sent(b.m) == 10 }, 10*time.Second, 10*time.Millisecond)
 
-	b.dbLink.Vanish()
+	b.dbLink.Blackhole()
 	vanished := time.Now()
 	b.insert(t, feedbackBatch("after", 40)...)
 	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 0 }, 10*time.Second, 5*time.Millisecond)

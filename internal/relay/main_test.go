@@ -38,7 +38,7 @@ type bundle struct {
 	// relayStore is what the relay uses: through dbProxy when there is one.
 	relayStore *store.Store
 	dbProxy    *testproxy.Proxy
-	dbLink     *testproxy.Vanishing
+	dbLink     *testproxy.Hole
 	amqpProxy  *testproxy.Proxy
 	reg        *prometheus.Registry
 	m          *relay.Metrics
@@ -48,7 +48,7 @@ type bundle struct {
 
 type setupOpts struct {
 	dbProxy, amqpProxy bool
-	// vanishingDB puts the relay's database behind a testproxy.Vanishing.
+	// vanishingDB puts the relay's database behind a testproxy.Hole.
 	vanishingDB bool
 	// txPool puts the relay's database behind a testproxy.TxPool of that
 	// many server connections (pgx in exec mode, as behind PgBouncer).
@@ -64,7 +64,7 @@ func setup(t testing.TB, o setupOpts) *bundle {
 		dbURL = b.dbProxy.RewriteURL(t, b.sc.URL)
 	}
 	if o.vanishingDB {
-		b.dbLink = testproxy.NewVanishing(t, testproxy.HostPort(t, b.sc.URL, "5432"))
+		b.dbLink = testproxy.NewHole(t, testproxy.HostPort(t, b.sc.URL, "5432"))
 		dbURL = b.dbLink.RewriteURL(t, b.sc.URL)
 	}
 	if o.txPool > 0 {
