@@ -70,9 +70,9 @@ func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
 		broken = append(broken, checkMailFeedback(key, m.status, ds, events[key], &sum)...)
 	}
 	for _, f := range r.faults {
-		if len(f.inflight) > chaosWorkers {
+		if len(f.last) > chaosWorkers {
 			broken = append(broken, fmt.Sprintf("%s of process %d left %d sends started and unrecorded, more than its %d workers",
-				f.kind, f.proc, len(f.inflight), chaosWorkers))
+				f.kind, f.proc, len(f.last), chaosWorkers))
 		}
 	}
 	for _, evs := range events {
@@ -96,7 +96,7 @@ func (r *chaosRig) summary(sum *chaosSummary) string {
 	var maxInflight, inflight int
 	for _, f := range r.faults {
 		inflight += len(f.inflight)
-		maxInflight = max(maxInflight, len(f.inflight))
+		maxInflight = max(maxInflight, len(f.last))
 		switch f.kind {
 		case "SIGKILL", "vanish":
 			kills++
@@ -330,13 +330,13 @@ func (r *chaosRig) query(sql string, row func(scan func(...any) error)) {
 }
 
 // deliveriesByKey groups the SMTP server's messages by mail: the
-// X-Dedupe-Key header carries the row's (namespaced) idempotency key.
+// X-Dedupe-Key header carries the row's dedupe key.
 func (r *chaosRig) deliveriesByKey() map[string][]delivery {
 	byHeader := map[string]string{}
-	r.query(`SELECT idempotency_key, dedupe_key FROM mail WHERE idempotency_key <> ''`, func(scan func(...any) error) {
-		var ik, k string
-		require.NoError(r.t, scan(&ik, &k))
-		byHeader[sender.HeaderKey(ik)] = k
+	r.query(`SELECT dedupe_key FROM mail WHERE to_email <> ''`, func(scan func(...any) error) {
+		var k string
+		require.NoError(r.t, scan(&k))
+		byHeader[sender.HeaderKey(k)] = k
 	})
 	out := map[string][]delivery{}
 	for _, m := range r.smtp.Messages() {

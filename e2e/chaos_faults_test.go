@@ -162,6 +162,7 @@ func (r *chaosRig) vanishLeader() {
 	r.holes[l].Reset()
 	outcome := fmt.Sprintf("process %d took the relay over %s after the vanish", other, time.Since(f.at).Round(100*time.Millisecond))
 	if !took {
+		r.t.Errorf("the relay leader's host vanished and process %d did not take the relay over within %s", other, vanishWait)
 		reset := time.Since(f.at)
 		took = r.awaitLeader(other, time.Now().Add(30*time.Second))
 		outcome = fmt.Sprintf("no takeover within %s; the vanished host's connections were reset after %s and process %d took over %s after the vanish",

@@ -32,7 +32,12 @@ type fault struct {
 	proc     int
 	worker   string
 	at       time.Time
-	inflight map[string]bool // dedupe keys
+	inflight map[string]bool // dedupe keys, every capture's
+	// last is the latest capture alone: a worker's outcome and its next
+	// mark commit together, so a capture before and one after that commit
+	// see two rows of one worker; the latest (taken once every commit the
+	// dead process had in flight landed) is the set it left behind.
+	last map[string]bool
 	// dups are the duplicate deliveries attributed to the fault.
 	dups int
 }
@@ -50,9 +55,11 @@ func (r *chaosRig) capture(f *fault) {
 	defer cancel()
 	rows, err := r.owners.read(ctx)
 	require.NoError(r.t, err, "read started sends")
+	f.last = map[string]bool{}
 	for _, row := range rows {
 		if r.owners.ownerOf(row) == f.worker {
 			f.inflight[row.key] = true
+			f.last[row.key] = true
 		}
 	}
 }
