@@ -56,21 +56,34 @@ func TestEnvOverridesFile(t *testing.T) {
 func TestValidationNamesTheKey(t *testing.T) {
 	t.Parallel()
 	cases := map[string]map[string]string{
-		"sender.lease":            {"MAILSVC_SENDER_LEASE": "1s", "MAILSVC_SENDER_SEND_TIMEOUT": "30s"},
-		"retention.window":        {"MAILSVC_RETENTION_WINDOW": "1h"},
-		"sender.provider":         {"MAILSVC_SENDER_PROVIDER": "carrier-pigeon"},
-		"smtp.tls":                {"MAILSVC_SMTP_TLS": "maybe"},
-		"resend.api_key":          {"MAILSVC_SENDER_PROVIDER": "resend"},
-		"sender.ambiguous_policy": {"MAILSVC_SENDER_AMBIGUOUS_POLICY": "hope"},
-		"sender.workers":          {"MAILSVC_SENDER_WORKERS": "0"},
-		"templates.time_zone":     {"MAILSVC_TEMPLATES_TIME_ZONE": "Mars/Olympus"},
+		"sender.lease":               {"MAILSVC_SENDER_LEASE": "1s", "MAILSVC_SENDER_SEND_TIMEOUT": "30s"},
+		"retention.window":           {"MAILSVC_RETENTION_WINDOW": "1h"},
+		"sender.provider":            {"MAILSVC_SENDER_PROVIDER": "carrier-pigeon"},
+		"smtp.tls":                   {"MAILSVC_SMTP_TLS": "maybe"},
+		"resend.api_key":             {"MAILSVC_SENDER_PROVIDER": "resend"},
+		"sender.ambiguous_policy":    {"MAILSVC_SENDER_AMBIGUOUS_POLICY": "hope"},
+		"sender.workers":             {"MAILSVC_SENDER_WORKERS": "0"},
+		"templates.time_zone":        {"MAILSVC_TEMPLATES_TIME_ZONE": "Mars/Olympus"},
+		"sender.ambiguous_retries":   {"MAILSVC_SENDER_AMBIGUOUS_RETRIES": "-1"},
+		"mail.reply_to":              {"MAILSVC_MAIL_REPLY_TO": "not an address"},
+		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod\x01"},
+		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "X-A\r\nBcc: v@x.example"},
+	}
+	for key, env := range map[string]map[string]string{
+		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod with space"},
+		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "From"},
+	} {
+		cases[key+" (2)"] = env
 	}
 	for key, env := range cases {
 		_, err := config.Load("", envOf(with(env)))
 		require.Error(t, err, key)
-		require.Contains(t, err.Error(), key)
+		require.Contains(t, err.Error(), strings.TrimSuffix(key, " (2)"))
 	}
-	_, err := config.Load("", envOf(map[string]string{}))
+	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "Resend-Idempotency-Key",
+		"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod-eu"})))
+	require.NoError(t, err, "a valid header name and namespace")
+	_, err = config.Load("", envOf(map[string]string{}))
 	require.ErrorContains(t, err, "mail.from")
 }
 

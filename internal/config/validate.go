@@ -32,8 +32,11 @@ func (c *Config) Validate() error {
 			bad("mail.reply_to", "%q is not an address: %v", c.Mail.ReplyTo, err)
 		}
 	}
-	if ns := c.Mail.IdempotencyNamespace; len(ns) > 64 || strings.ContainsAny(ns, " \t\r\n") {
-		bad("mail.idempotency_namespace", "must be at most 64 characters without spaces, got %q", ns)
+	if ns := c.Mail.IdempotencyNamespace; len(ns) > 64 || strings.ContainsFunc(ns, notVisibleASCII) {
+		bad("mail.idempotency_namespace", "must be at most 64 visible ASCII characters (no space or control character), got %q", ns)
+	}
+	if h := c.SMTP.IdempotencyHeader; h != "" && !validHeaderName(h) {
+		bad("smtp.idempotency_header", "must be a header field name (RFC 5322: visible ASCII, no colon) that mailsvc does not set itself, got %q", h)
 	}
 	if c.Templates.Dir != "" {
 		if st, err := os.Stat(c.Templates.Dir); err != nil || !st.IsDir() {
@@ -168,4 +171,28 @@ func positive(bad func(string, string, ...any), key string, n int) {
 	if n <= 0 {
 		bad(key, "must be positive, got %d", n)
 	}
+}
+
+// notVisibleASCII reports whether r is outside printable ASCII without
+// space (RFC 5322 VCHAR, 33-126): such a character cannot travel in an
+// HTTP or mail header unencoded.
+func notVisibleASCII(r rune) bool { return r < 33 || r > 126 }
+
+// ownHeaders are the mail headers mailsvc writes itself; an idempotency
+// header of the same name would duplicate one of them.
+var ownHeaders = []string{"from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
+	"mime-version", "content-type", "content-transfer-encoding", "x-dedupe-key"}
+
+// validHeaderName reports whether h is an RFC 5322 field name (ftext:
+// visible ASCII but colon) other than one of ownHeaders.
+func validHeaderName(h string) bool {
+	if strings.ContainsFunc(h, func(r rune) bool { return notVisibleASCII(r) || r == ':' }) {
+		return false
+	}
+	for _, own := range ownHeaders {
+		if strings.EqualFold(h, own) {
+			return false
+		}
+	}
+	return true
 }

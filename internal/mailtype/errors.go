@@ -52,9 +52,12 @@ const (
 	ReasonIdempotencyReuse Reason = "idempotency_conflict"
 	ReasonAttemptsExceeded Reason = "attempts_exhausted"
 	ReasonLeaseExpired     Reason = "lease_expired"
-	ReasonUnroutable       Reason = "unroutable"
-	ReasonNack             Reason = "nack"
-	ReasonOther            Reason = "other"
+	// ReasonCancelledAmbiguous: a cancel stopped the retry of a mail whose
+	// earlier send was ambiguous; it may have been delivered.
+	ReasonCancelledAmbiguous Reason = "cancelled_after_ambiguous"
+	ReasonUnroutable         Reason = "unroutable"
+	ReasonNack               Reason = "nack"
+	ReasonOther              Reason = "other"
 )
 
 // Error is an error with its classification. Classify once where the library

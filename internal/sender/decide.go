@@ -78,9 +78,11 @@ func (a attempt) retryAmbiguous() bool {
 // last attempt is ambiguous ends unknown under either policy, never
 // failed, since it may have been delivered. A reused idempotency key
 // (Resend's 409 invalid_idempotent_request) means an earlier attempt
-// reached the provider: unknown, never retried. A non-sent outcome of a
-// mail whose cancel was requested ends cancelled instead (never retried),
-// unless it is ambiguous: then unknown.
+// reached the provider: unknown, never retried. Once any send of the mail
+// was ambiguous, a later refusal or exhausted attempts end unknown too,
+// not failed: the earlier send may have delivered it. A non-sent outcome
+// of a mail whose cancel was requested ends cancelled instead (never
+// retried), unless this or an earlier send was ambiguous: then unknown.
 func decide(err error, r Receipt, a attempt) verdict {
 	if err == nil {
 		return verdict{Outcome: OutcomeSent, Record: store.Outcome{
@@ -108,6 +110,10 @@ func decide(err error, r Receipt, a attempt) verdict {
 		if reason != mailtype.ReasonIdempotencyReuse && a.retryAmbiguous() && a.Sends < a.MaxAttempts {
 			v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
 		}
+	case a.Ambiguous > 0 && (class == mailtype.Permanent || a.Sends >= a.MaxAttempts):
+		// An earlier send may have delivered the mail: this refusal proves
+		// nothing about it, so the mail ends unknown, never failed.
+		v.Record.Status, v.Record.IfCancelRequested = mailtype.StatusUnknown, mailtype.StatusUnknown
 	case class == mailtype.Permanent:
 		v.Record.Status = mailtype.StatusFailed
 	case a.Sends >= a.MaxAttempts:
@@ -116,6 +122,9 @@ func decide(err error, r Receipt, a attempt) verdict {
 		v.Record.ErrorClass, v.Record.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
 	default:
 		v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
+	}
+	if a.Ambiguous > 0 && v.Record.IfCancelRequested == mailtype.StatusCancelled {
+		v.Record.IfCancelRequested = mailtype.StatusUnknown // it may have been delivered
 	}
 	return v
 }

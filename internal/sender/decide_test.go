@@ -55,6 +55,9 @@ func TestDecide(t *testing.T) {
 			a.Window = 24 * time.Hour
 			return a
 		}(), 5), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
+		{"refused after an ambiguous send", permanent, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomePermanent},
+		{"exhausted after an ambiguous send", transient, withAmbiguous(smtpAttempt(3, mailtype.PolicyRetry), 1), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeTransient},
+		{"transient after an ambiguous send, cancel requested", transient, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeTransient},
 		{"reused key is unknown", reused, resendAttempt(1, time.Hour), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"reused key is never failed", reusedAsPermanent, resendAttempt(1, time.Hour), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"ambiguous retry exhausted", ambiguous, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},

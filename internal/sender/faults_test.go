@@ -230,3 +230,35 @@ func TestNamespacedKeysKeepDeploymentsApart(t *testing.T) {
 		require.False(t, r.Replayed)
 	}
 }
+
+// TestRefusalAfterAnAmbiguousSendIsNeverFailed (item 5): the relay took
+// DATA and never answered, then refused every retry. The first copy may
+// have been delivered, so the mail ends unknown, not failed: neither a
+// permanent refusal nor exhausted attempts prove it was not delivered.
+func TestRefusalAfterAnAmbiguousSendIsNeverFailed(t *testing.T) {
+	t.Parallel()
+	for name, refusal := range map[string][]smtptest.Fault{
+		"permanent": {smtptest.Reply(554, "rejected")},
+		"exhausted": {smtptest.Reply(451, "later"), smtptest.Reply(451, "later"), smtptest.Reply(451, "later"), smtptest.Reply(451, "later")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, smtptest.Options{})
+			b.srv.Inject(smtptest.Data, smtptest.Hang())
+			id := b.insert(t, "42")
+			cfg := testConfig()
+			cfg.SendTimeout = 300 * time.Millisecond
+			b.start(t, cfg, sender.Deps{})
+			// The relay took DATA and hangs until the 300 ms deadline: the
+			// refusals are for the retries only.
+			require.Eventually(t, func() bool { return b.srv.Count() == 1 }, 10*time.Second, time.Millisecond)
+			b.srv.Inject(smtptest.Rcpt, refusal...)
+
+			b.waitRow(t, id, mailtype.StatusUnknown, 1+len(refusal))
+			require.Equal(t, 1, b.srv.Count(), "the one copy the relay took")
+			require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
+			require.EqualValues(t, 1, b.events(t, mailtype.EmailUnknown))
+			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
+		})
+	}
+}

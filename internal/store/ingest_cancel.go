@@ -15,7 +15,9 @@ import (
 //     when no row holds that key, so a later OrderConfirmed creates nothing;
 //   - upd: for every mail of the order, pending -> cancelled, sending ->
 //     cancel_requested, and sent/unknown only records the cancel event id
-//     (its status stays). failed and cancelled rows, a sending row already
+//     (its status stays). A pending mail whose earlier send was ambiguous
+//     may have been delivered: it is not retried but ends unknown
+//     (EmailUnknown, then EmailCancelTooLate), never cancelled. failed and cancelled rows, a sending row already
 //     cancel_requested and a sent row already told "too late" are not
 //     matched, so a redelivered cancel changes and reports nothing;
 //   - raced: the tombstone hit a row this statement's snapshot cannot see
@@ -29,25 +31,31 @@ WITH tomb AS (
     RETURNING dedupe_key, template, status, attempts, provider, provider_message_id
 ), upd AS (
     UPDATE mail SET
-        status           = CASE WHEN status = 'pending' THEN 'cancelled' ELSE status END,
-        cancel_requested = cancel_requested OR status = 'sending',
+        status           = CASE WHEN status = 'pending' AND ambiguous > 0 THEN 'unknown'
+                                WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+        cancel_requested = cancel_requested OR status = 'sending' OR (status = 'pending' AND ambiguous > 0),
         cancel_event_id  = $2::uuid,
         updated_at       = CASE WHEN status IN ('pending', 'sending') THEN now() ELSE updated_at END
     WHERE order_id = $1
       AND (status = 'pending'
            OR (status = 'sending' AND NOT cancel_requested)
            OR (status IN ('sent', 'unknown') AND cancel_event_id IS NULL))
-    RETURNING dedupe_key, template, status, attempts, provider, provider_message_id
+    RETURNING dedupe_key, template, status, sends, provider, provider_message_id,
+        status = 'unknown' AND cancel_requested AS stopped_ambiguous
 )
-SELECT 'tombstoned', dedupe_key, template, status, attempts, coalesce(provider, ''), coalesce(provider_message_id, '')
+SELECT 'tombstoned', dedupe_key, template, status, 0, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM tomb
 UNION ALL
-SELECT CASE WHEN status = 'cancelled' THEN 'cancelled' ELSE 'too_late' END,
-       dedupe_key, template, status, attempts, coalesce(provider, ''), coalesce(provider_message_id, '')
+SELECT CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN stopped_ambiguous THEN 'stopped_ambiguous' ELSE 'too_late' END,
+       dedupe_key, template, status, sends, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM upd
 UNION ALL
 SELECT 'raced', $3, '', '', 0, '', ''
 WHERE NOT EXISTS (SELECT 1 FROM tomb) AND NOT EXISTS (SELECT 1 FROM mail WHERE dedupe_key = $3)`
+
+// stoppedAmbiguous is cancelSQL's kind of a pending mail whose earlier
+// send was ambiguous: the cancel ends it unknown.
+const stoppedAmbiguous mailtype.Outcome = "stopped_ambiguous"
 
 // maxCancelRaces bounds how often one cancel re-runs after racing a
 // concurrent insert of its confirmation key; each race needs a new
@@ -88,6 +96,16 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 			Type: mailtype.EmailCancelled, DedupeKey: r.dedupeKey, OrderID: c.OrderID, Template: r.template,
 			Status: mailtype.Status(r.status), Attempts: r.attempts, Provider: r.provider,
 			ProviderMessageID: r.providerMessageID, SourceEventID: c.EventID,
+		}
+		if r.kind == stoppedAmbiguous {
+			u := f
+			u.Type, u.ErrorClass, u.ErrorReason = mailtype.EmailUnknown, mailtype.Ambiguous, mailtype.ReasonCancelledAmbiguous
+			u.Error = "cancelled while waiting to retry an ambiguous send; the mail may have been delivered"
+			if err := s.insertFeedback(ctx, tx, u); err != nil {
+				return IngestResult{}, err
+			}
+			res.Feedback++
+			r.kind = mailtype.OutcomeTooLate
 		}
 		if r.kind == mailtype.OutcomeTooLate {
 			f.Type = mailtype.EmailCancelTooLate

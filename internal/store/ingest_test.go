@@ -137,6 +137,27 @@ func TestIngestCancelWhileSendingRequestsCancel(t *testing.T) {
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))
 }
 
+// A pending mail waiting to retry an ambiguous send may have been
+// delivered: the cancel stops the retry and the mail ends unknown, with
+// EmailUnknown then EmailCancelTooLate, never EmailCancelled.
+func TestIngestCancelOfARetryAfterAnAmbiguousSendIsUnknown(t *testing.T) {
+	t.Parallel()
+	b := setupIngest(t)
+	b.ingest(t, confirm("10"))
+	b.sc.Exec(t, `UPDATE mail SET attempts = 1, sends = 1, ambiguous = 1, send_after = now() + interval '1 hour' WHERE order_id = '10'`)
+	c := cancelOf("10")
+	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, c))
+	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, c), "redelivered cancel")
+	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '10' AND status = 'unknown' AND cancel_requested
+		AND cancel_event_id = $1`, c.Cancel.EventID))
+	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailUnknown'
+		AND payload->'data'->>'error_reason' = 'cancelled_after_ambiguous' AND payload->'data'->>'attempts' = '1'`))
+	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelTooLate, "order-confirmed:10"))
+	require.Equal(t, int64(0), b.feedback(t, mailtype.EmailCancelled, "order-confirmed:10"))
+	require.Equal(t, map[string]string{"1": "EmailUnknown", "2": "EmailCancelTooLate"},
+		b.sc.QueryMap(t, `SELECT (row_number() OVER (ORDER BY id))::text, event_type FROM outbox`), "in this order")
+}
+
 func TestIngestCancelAfterSentIsTooLateOnce(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
