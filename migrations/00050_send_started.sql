@@ -30,6 +30,14 @@ UPDATE mail SET sends = attempts,
     send_started_at = CASE WHEN status = 'sending' THEN updated_at END
 WHERE status IN ('pending', 'sending', 'unknown') AND attempts > 0;
 
+-- Replicas of the previous version must not claim on this schema: they
+-- would hand mails over without the send-started mark, and a reclaim
+-- would take their in-flight sends for never started. Their claim reads
+-- first_attempt_at, so renaming it makes their claims fail (42703) until
+-- they are replaced; the sends they had in flight now are marked started
+-- above, and their own outcome writes still work.
+ALTER TABLE mail RENAME COLUMN first_attempt_at TO first_claimed_at;
+
 -- One row per setting of this deployment. deployment_id namespaces the
 -- provider idempotency keys (mail.idempotency_namespace defaults to it), so
 -- two deployments sharing a Resend account never replay each other's keys.
@@ -41,6 +49,7 @@ INSERT INTO mailsvc_meta (key, value) VALUES ('deployment_id', gen_random_uuid()
 
 -- +goose Down
 DROP TABLE mailsvc_meta;
+ALTER TABLE mail RENAME COLUMN first_claimed_at TO first_attempt_at;
 ALTER TABLE mail
     DROP COLUMN send_started_at,
     DROP COLUMN sends,

@@ -37,7 +37,7 @@ func (b *bundle) expire(t *testing.T, id int64, token, sends, ambiguous int, sta
 	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = $2, sends = $3, ambiguous = $4,
 		send_started_at = CASE WHEN $5 THEN now() - interval '1 minute' END,
 		locked_by = CASE WHEN $5 THEN $6 ELSE 'killed' END, locked_until = now() - interval '1 second',
-		first_attempt_at = now() WHERE id = $1`,
+		first_claimed_at = now() WHERE id = $1`,
 		id, token, sends, ambiguous, started, store.GraceHolder)
 }
 
@@ -50,7 +50,7 @@ func TestJanitorGivesAStartedSendAGraceFirst(t *testing.T) {
 	b := setup(t, smtptest.Options{})
 	late, silent := b.insert(t, "l"), b.insert(t, "s")
 	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, sends = 1, send_started_at = now() - interval '1 hour',
-		locked_by = 'host/1', locked_until = now() - interval '30 minutes', first_attempt_at = now() - interval '1 hour'`)
+		locked_by = 'host/1', locked_until = now() - interval '30 minutes', first_claimed_at = now() - interval '1 hour'`)
 	j, _ := b.janitor(t, nil, nil)
 	r, err := j.RunOnce(context.Background())
 	require.NoError(t, err)

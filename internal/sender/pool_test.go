@@ -209,7 +209,7 @@ func TestUnstartedClaimIsReclaimedSilently(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
 	id := b.insert(t, "42")
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, first_attempt_at = now(), locked_by = 'killed',
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, first_claimed_at = now(), locked_by = 'killed',
 		locked_until = now() - interval '1 second' WHERE id = $1`, id)
 	cfg := testConfig()
 	cfg.AmbiguousPolicy = mailtype.PolicyUnknown

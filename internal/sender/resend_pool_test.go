@@ -73,7 +73,7 @@ func TestResendAmbiguousAfterTheKeyExpiredIsUnknown(t *testing.T) {
 	prov, err := resend.New(resend.Config{APIKey: "re_test", BaseURL: api.URL})
 	require.NoError(t, err)
 	id := b.insert(t, "42")
-	b.sc.Exec(t, `UPDATE mail SET first_attempt_at = now() - interval '23 hours 30 minutes' WHERE id = $1`, id)
+	b.sc.Exec(t, `UPDATE mail SET first_claimed_at = now() - interval '23 hours 30 minutes' WHERE id = $1`, id)
 	b.start(t, testConfig(), sender.Deps{Provider: prov})
 
 	b.waitRow(t, id, mailtype.StatusUnknown, 1)

@@ -119,7 +119,7 @@ UPDATE mail m SET
     locked_until = now() + $2::interval,
     locked_by = $3,
     send_started_at = NULL,
-    first_attempt_at = COALESCE(m.first_attempt_at, now()),
+    first_claimed_at = COALESCE(m.first_claimed_at, now()),
     updated_at = now()
 WHERE m.id = ANY (ARRAY(SELECT id FROM expired UNION ALL SELECT id FROM due))
 RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE(m.event_id::text, ''),
@@ -127,7 +127,7 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     CASE WHEN m.from_addr = '' THEN COALESCE(m.payload->>'customer_name', m.payload#>>'{data,customer_name}', '')
          ELSE m.to_name END,
     m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
-    m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_attempt_at,
+    m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_claimed_at,
     m.locked_until`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit

@@ -419,3 +419,17 @@ func TestRenewLeasesReturnsOnlyHeldRows(t *testing.T) {
 	require.Equal(t, []store.Fence{got[0].Fence}, renewed)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE locked_until > now() + interval '59 minutes'`))
 }
+
+// TestClaimOfThePreviousVersionFailsOnThisSchema: a replica of the version
+// before migration 00050 hands mails over without the send-started mark,
+// so on this schema its claim must fail rather than run. Its claim read
+// first_attempt_at, which 00050 renamed.
+func TestClaimOfThePreviousVersionFailsOnThisSchema(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	insertMails(t, sc.Store, 1, "o")
+	_, err := sc.Store.ExecForTest(context.Background(), `UPDATE mail SET status = 'sending', attempts = attempts + 1,
+		first_attempt_at = COALESCE(first_attempt_at, now()) WHERE status = 'pending'`)
+	require.ErrorContains(t, err, `column "first_attempt_at" does not exist`)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'pending'`))
+}

@@ -56,7 +56,7 @@ type FeedbackView struct {
 const mailViewColumns = `
 id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_email, subject,
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
-locked_until, COALESCE(locked_by, ''), send_after, first_attempt_at, COALESCE(provider, ''),
+locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
 updated_at, sent_at`
 

@@ -32,7 +32,7 @@ type ExpiredSend struct {
 // mail_sending_lease_idx, the expired `sending` rows that need a verdict.
 const expiredSendsSQL = `
 SELECT id, attempts, send_started_at IS NOT NULL, locked_by IS NOT DISTINCT FROM $2, sends, ambiguous,
-    template, cancel_requested, COALESCE(first_attempt_at, created_at)
+    template, cancel_requested, COALESCE(first_claimed_at, created_at)
 FROM mail
 WHERE status = 'sending' AND locked_until < now() AND (send_started_at IS NOT NULL OR cancel_requested)
 ORDER BY locked_until, id
