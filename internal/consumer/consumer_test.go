@@ -54,7 +54,7 @@ func TestCancelPendingSendingAndSent(t *testing.T) {
 	r := b.start(t)
 	b.publish(t, "order.confirmed", body(t, confirmedNow("301")), body(t, confirmedNow("302")), body(t, confirmedNow("303")))
 	r.waitConsumed(t, 3)
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 minute' WHERE order_id = '302'`)
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, sends = 1, send_started_at = now(), locked_until = now() + interval '1 minute' WHERE order_id = '302'`)
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent', attempts = 1, sent_at = now() WHERE order_id = '303'`)
 	cancels := [][]byte{body(t, cancelledNow("301")), body(t, cancelledNow("302")), body(t, cancelledNow("303"))}
 	b.publish(t, "order.cancelled", cancels...)

@@ -14,7 +14,8 @@ import (
 //   - tomb: a cancelled tombstone (event_id NULL) for the confirmation key
 //     when no row holds that key, so a later OrderConfirmed creates nothing;
 //   - upd: for every mail of the order, pending -> cancelled, sending ->
-//     cancel_requested, and sent/unknown only records the cancel event id
+//     cancel_requested (too late only once its send started; before that
+//     the sender releases it as cancelled), and sent/unknown only records the cancel event id
 //     (its status stays). A pending mail whose earlier send was ambiguous
 //     may have been delivered: it is not retried but ends unknown
 //     (EmailUnknown, then EmailCancelTooLate), never cancelled. failed and cancelled rows, a sending row already
@@ -41,12 +42,14 @@ WITH tomb AS (
            OR (status = 'sending' AND NOT cancel_requested)
            OR (status IN ('sent', 'unknown') AND cancel_event_id IS NULL))
     RETURNING dedupe_key, template, status, sends, provider, provider_message_id,
-        status = 'unknown' AND cancel_requested AS stopped_ambiguous
+        status = 'unknown' AND cancel_requested AS stopped_ambiguous,
+        status = 'sending' AND send_started_at IS NULL AS unstarted
 )
 SELECT 'tombstoned', dedupe_key, template, status, 0, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM tomb
 UNION ALL
-SELECT CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN stopped_ambiguous THEN 'stopped_ambiguous' ELSE 'too_late' END,
+SELECT CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN stopped_ambiguous THEN 'stopped_ambiguous'
+            WHEN unstarted THEN 'requested' ELSE 'too_late' END,
        dedupe_key, template, status, sends, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM upd
 UNION ALL
@@ -56,6 +59,11 @@ WHERE NOT EXISTS (SELECT 1 FROM tomb) AND NOT EXISTS (SELECT 1 FROM mail WHERE d
 // stoppedAmbiguous is cancelSQL's kind of a pending mail whose earlier
 // send was ambiguous: the cancel ends it unknown.
 const stoppedAmbiguous mailtype.Outcome = "stopped_ambiguous"
+
+// cancelBeforeStart is cancelSQL's kind of a claimed mail whose send has
+// not started: the cancel only sets cancel_requested, and the sender
+// ends it cancelled (EmailCancelled) without handing it over.
+const cancelBeforeStart mailtype.Outcome = "requested"
 
 // maxCancelRaces bounds how often one cancel re-runs after racing a
 // concurrent insert of its confirmation key; each race needs a new
@@ -92,6 +100,11 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 	}
 	res := IngestResult{Outcome: mailtype.OutcomeDuplicate}
 	for _, r := range changed {
+		if r.kind == cancelBeforeStart {
+			// The sender's mark refuses it; its release reports EmailCancelled.
+			res.Outcome = strongest(res.Outcome, mailtype.OutcomeCancelled)
+			continue
+		}
 		f := Feedback{
 			Type: mailtype.EmailCancelled, DedupeKey: r.dedupeKey, OrderID: c.OrderID, Template: r.template,
 			Status: mailtype.Status(r.status), Attempts: r.attempts, Provider: r.provider,

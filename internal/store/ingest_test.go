@@ -129,7 +129,8 @@ func TestIngestCancelWhileSendingRequestsCancel(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	b.ingest(t, confirm("8"))
-	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 minute' WHERE order_id = '8'`)
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, sends = 1, send_started_at = now(),
+		locked_until = now() + interval '1 minute' WHERE order_id = '8'`)
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, cancelOf("8")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '8' AND status = 'sending' AND cancel_requested AND attempts = 1`))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelTooLate, "order-confirmed:8"))
@@ -156,6 +157,19 @@ func TestIngestCancelOfARetryAfterAnAmbiguousSendIsUnknown(t *testing.T) {
 	require.Equal(t, int64(0), b.feedback(t, mailtype.EmailCancelled, "order-confirmed:10"))
 	require.Equal(t, map[string]string{"1": "EmailUnknown", "2": "EmailCancelTooLate"},
 		b.sc.QueryMap(t, `SELECT (row_number() OVER (ORDER BY id))::text, event_type FROM outbox`), "in this order")
+}
+
+// A claimed mail whose send has not started is not too late: the cancel
+// writes nothing yet, and the sender's release reports EmailCancelled.
+func TestIngestCancelOfAQueuedClaimReportsNothingYet(t *testing.T) {
+	t.Parallel()
+	b := setupIngest(t)
+	b.ingest(t, confirm("11"))
+	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 minute' WHERE order_id = '11'`)
+	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf("11")))
+	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '11' AND status = 'sending' AND cancel_requested`))
+	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf("11")), "second cancel")
 }
 
 func TestIngestCancelAfterSentIsTooLateOnce(t *testing.T) {
