@@ -59,7 +59,7 @@ func TestIngestInEveryExecMode(t *testing.T) {
 					AND subject = 's' AND body_html = '<p>t</p>' AND occurred_at = $4 AND last_error IS NULL`,
 					m.EventID, m.DedupeKey, string(m.Payload), m.OccurredAt), "mail of order %s", m.OrderID)
 			}
-			sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 minute' WHERE order_id = '2'`)
+			sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, sends = 1, send_started_at = now(), locked_until = now() + interval '1 minute' WHERE order_id = '2'`)
 			sc.Exec(t, `UPDATE mail SET status = 'sent', attempts = 1, sent_at = now() WHERE order_id = '3'`)
 
 			// Stale mails and cancels: one transaction.
