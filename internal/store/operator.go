@@ -74,7 +74,20 @@ FROM mail WHERE dedupe_key = $1 FOR UPDATE`
 // resendSiblingsSQL reads the earlier resends of a key through the
 // order_id index (resends copy the order id); $2 is a LIKE pattern.
 const resendSiblingsSQL = `
-SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND dedupe_key LIKE $2`
+SELECT dedupe_key, status FROM mail WHERE order_id = $1 AND (dedupe_key = $3 OR dedupe_key LIKE $2)`
+
+// lockResendRootSQL serialises every resend of one family (a key and all
+// resends of it and of its resends) on the family's first row.
+const lockResendRootSQL = `SELECT 1 FROM mail WHERE dedupe_key = $1 FOR UPDATE`
+
+// resendRoot is the key a resend family started from: dedupeKey up to its
+// first ResendSuffix.
+func resendRoot(dedupeKey string) string {
+	if i := strings.Index(dedupeKey, ResendSuffix); i >= 0 {
+		return dedupeKey[:i]
+	}
+	return dedupeKey
+}
 
 // insertResendSQL takes the payload ($7) as text: in the exec and
 // simple_protocol query modes a []byte argument goes over as bytea, which
@@ -125,10 +138,16 @@ func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string)
 }
 
 // nextResend returns the next free resend number of key, or a *StateError
-// when an earlier resend has not finished.
+// when another mail of its resend family (the original, any resend, or a
+// resend of a resend) has not finished: one family never has two sends
+// in flight.
 func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error) {
 	prefix := key + ResendSuffix
-	rows, err := tx.Query(ctx, resendSiblingsSQL, orderID, likePrefix(prefix))
+	root := resendRoot(key)
+	if _, err := tx.Exec(ctx, lockResendRootSQL, root); err != nil {
+		return 0, err
+	}
+	rows, err := tx.Query(ctx, resendSiblingsSQL, orderID, likePrefix(root+ResendSuffix), root)
 	if err != nil {
 		return 0, err
 	}
@@ -147,7 +166,7 @@ func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error
 	for _, sb := range sibs {
 		if refusal := resendRefusal(sb.key, sb.status); refusal != nil && sb.status != mailtype.StatusCancelled {
 			return 0, &StateError{DedupeKey: sb.key, Status: sb.status, Action: "resend",
-				Hint: "this earlier resend of " + key + " must end sent or failed before another one"}
+				Hint: "this mail of the same resend family as " + key + " must end sent or failed before another one"}
 		}
 		if n, err := strconv.Atoi(strings.TrimPrefix(sb.key, prefix)); err == nil {
 			max = maxInt(max, n) // else a resend of a resend: KEY:resend:1:resend:1

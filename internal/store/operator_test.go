@@ -103,6 +103,17 @@ func TestResendRefusals(t *testing.T) {
 	require.Equal(t, first, se.DedupeKey)
 	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '7'`))
 	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+
+	// Nor can a resend of another member of the family slip past it: the
+	// original sent, :resend:1 finished, :resend:2 pending; resending
+	// :resend:1 again would put two sends of the order in flight.
+	sc.Exec(t, `UPDATE mail SET status = 'sent' WHERE dedupe_key = $1`, first)
+	second, err := sc.Store.Resend(ctx(t), key, "shop.example", "ns")
+	require.NoError(t, err)
+	_, err = sc.Store.Resend(ctx(t), first, "shop.example", "ns")
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, second, se.DedupeKey)
+	require.EqualValues(t, 3, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '7'`))
 }
 
 func TestConcurrentResendsNeverShareAKey(t *testing.T) {
