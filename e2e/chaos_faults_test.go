@@ -58,17 +58,16 @@ func (r *chaosRig) step(rng *rand.Rand, end time.Time) {
 		r.counts["PostgreSQL cut"]++
 		r.note("cut PostgreSQL (both replicas' links)")
 		r.db.Cut()
-		time.Sleep(3 * time.Second) // the outage itself, not a wait for a condition
+		r.lastsUntilNoticed("PostgreSQL cut")
 		r.db.Restore(r.t)
 		r.note("restored PostgreSQL")
 	case faultPGBlackhole:
-		d := time.Duration(3000+rng.IntN(3000)) * time.Millisecond
 		r.counts["PostgreSQL blackhole"]++
-		r.note("blackhole PostgreSQL for %s (connections stay open, nothing forwarded)", d)
+		r.note("blackhole PostgreSQL (connections stay open, nothing forwarded)")
 		for _, h := range r.holes {
 			h.Blackhole()
 		}
-		time.Sleep(d) // the outage itself
+		r.lastsUntilNoticed("PostgreSQL blackhole")
 		for _, h := range r.holes {
 			h.Heal()
 		}
@@ -77,7 +76,7 @@ func (r *chaosRig) step(rng *rand.Rand, end time.Time) {
 		r.counts["RabbitMQ cut"]++
 		r.note("cut RabbitMQ")
 		r.amqp.Cut()
-		time.Sleep(3 * time.Second) // the outage itself
+		r.lastsUntilNoticed("RabbitMQ cut")
 		r.amqp.Restore(r.t)
 		r.note("restored RabbitMQ")
 	default:
@@ -180,27 +179,68 @@ func (r *chaosRig) vanishLeader() {
 // leader returns the replica that reports mailsvc_relay_leader 1, waiting
 // up to within; -1 when none does.
 func (r *chaosRig) leader(within time.Duration) int {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	leader := -1
+	waitUntil(within, func() bool {
 		for i, p := range r.procs {
 			if r.pausedUntil[i].IsZero() && isLeader(p) {
-				return i
+				leader = i
+				return true
 			}
 		}
-		time.Sleep(250 * time.Millisecond) // polling a condition
-	}
-	return -1
+		return false
+	})
+	return leader
 }
 
 // awaitLeader reports whether replica i leads the relay before deadline.
 func (r *chaosRig) awaitLeader(i int, deadline time.Time) bool {
-	for time.Now().Before(deadline) {
-		if isLeader(r.procs[i]) {
-			return true
+	return waitUntil(time.Until(deadline), func() bool { return isLeader(r.procs[i]) })
+}
+
+// waitUntil polls cond every 100 ms until it holds (true) or within
+// passed (false).
+func waitUntil(within time.Duration, cond func() bool) bool {
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			return cond()
+		case <-tick.C:
 		}
-		time.Sleep(250 * time.Millisecond) // polling a condition
 	}
-	return false
+	return true
+}
+
+// lastsUntilNoticed keeps an outage in force until every running replica
+// reports it (/readyz not ready: its database or broker check failed), so
+// that each outage is one the replicas lived through. A replica that never
+// notices within 20 s fails the test.
+func (r *chaosRig) lastsUntilNoticed(what string) {
+	noticed := waitUntil(20*time.Second, func() bool {
+		for i, p := range r.procs {
+			if r.pausedUntil[i].IsZero() && ready(p) {
+				return false
+			}
+		}
+		return true
+	})
+	if !noticed {
+		r.t.Errorf("%s: a replica still reported ready after 20 s", what)
+	}
+	r.note("%s noticed by every running replica", what)
+}
+
+// ready reports whether p's /readyz answers 200.
+func ready(p *proc) bool {
+	resp, err := metricsClient.Get(p.httpURL + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
 var metricsClient = &http.Client{Timeout: time.Second}

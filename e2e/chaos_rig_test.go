@@ -116,14 +116,14 @@ func (r *chaosRig) publishPaced(events []orderEvent, d time.Duration) <-chan err
 	every := d / time.Duration(batches)
 	done := make(chan error, 1)
 	go func() {
-		start := time.Now()
+		pace := time.NewTicker(every) // the load's pace
+		defer pace.Stop()
 		for b := 0; b < batches; b++ {
 			if err := pub.send(events[b*batch : min((b+1)*batch, len(events))]); err != nil {
 				done <- err
 				return
 			}
-			// The load's pace, not a wait for a condition.
-			time.Sleep(time.Until(start.Add(time.Duration(b+1) * every)))
+			<-pace.C
 		}
 		r.note("all %d events published", len(events))
 		done <- nil

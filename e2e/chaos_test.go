@@ -161,8 +161,10 @@ func (r *chaosRig) run(rng *rand.Rand, started time.Time) {
 		case time.Now().Before(end):
 			r.step(rng, end)
 		}
-		// The gap between two faults, part of the schedule.
-		time.Sleep(time.Duration(1000+rng.IntN(2000)) * time.Millisecond)
+		// The gap between two faults: until the SMTP server took some
+		// more mails (traffic flows between faults), at most a few seconds.
+		taken, more := r.smtp.Count(), 20+rng.IntN(40)
+		waitUntil(time.Duration(1000+rng.IntN(2000))*time.Millisecond, func() bool { return r.smtp.Count() >= taken+more })
 	}
 }
 
@@ -176,20 +178,16 @@ func (r *chaosRig) settle(plan *chaosPlan) {
 			cancels++
 		}
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		// Every cancel has been answered (EmailCancelled or
-		// EmailCancelTooLate), every mail is done, every event published.
-		if sc.QueryInt(r.t, `SELECT count(DISTINCT dedupe_key) FROM outbox WHERE event_type IN ('EmailCancelled', 'EmailCancelTooLate')`) == cancels &&
+	// Every cancel has been answered (EmailCancelled or
+	// EmailCancelTooLate), every mail is done, every event published.
+	settled := waitUntil(3*time.Minute, func() bool {
+		return sc.QueryInt(r.t, `SELECT count(DISTINCT dedupe_key) FROM outbox WHERE event_type IN ('EmailCancelled', 'EmailCancelTooLate')`) == cancels &&
 			sc.QueryInt(r.t, `SELECT count(*) FROM mail`) == int64(len(plan.kind)) &&
 			sc.QueryInt(r.t, `SELECT count(*) FROM mail WHERE status IN ('pending','sending')`) == 0 &&
-			sc.QueryInt(r.t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.diagnose(plan)
-		}
-		time.Sleep(250 * time.Millisecond) // polling a condition
+			sc.QueryInt(r.t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0
+	})
+	if !settled {
+		r.diagnose(plan)
 	}
 }
 

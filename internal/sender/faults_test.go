@@ -97,8 +97,11 @@ func TestAcceptedSendOutlivesADatabaseOutage(t *testing.T) {
 
 	require.Eventually(t, func() bool { return b.srv.Count() == 1 }, 10*time.Second, time.Millisecond)
 	px.Cut() // the 250 is on its way
-	outage := 3*cfg.Lease + time.Second
-	time.Sleep(outage) // the outage itself, not a wait for anything
+	// The outage lasts until, on the database clock (read past the proxy),
+	// three leases have passed since the send's mark renewed the lease.
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND locked_until < now() - $2::interval`, id, 2*cfg.Lease) == 1
+	}, 30*time.Second, 50*time.Millisecond, "the outage outlasts three leases")
 	px.Restore(t)
 
 	b.waitRow(t, id, mailtype.StatusSent, 1)

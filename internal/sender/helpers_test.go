@@ -144,7 +144,13 @@ func (f *flakyStore) FinishAndStart(ctx context.Context, as []store.Attempt, sta
 	if len(starts) > 0 {
 		f.marks.Add(1)
 		if d := time.Duration(f.markDelay.Load()); d > 0 {
-			time.Sleep(d) // a slow database, the fault under test
+			slow := time.NewTimer(d) // a slow database, the fault under test
+			select {
+			case <-slow.C:
+			case <-ctx.Done():
+				slow.Stop()
+				return nil, nil, ctx.Err()
+			}
 		}
 	}
 	return f.Store.FinishAndStart(ctx, as, starts, lease)
