@@ -106,11 +106,15 @@ func (d *Decider) Decide(m Message) Decision {
 	if err != nil {
 		return deadLetter(string(typ), eventID, err)
 	}
+	rev, err := data.revision()
+	if err != nil {
+		return deadLetter(string(typ), eventID, err)
+	}
 	if typ == mailtype.OrderCancelled {
-		item := store.IngestItem{Cancel: &store.Cancel{EventID: eventID, OrderID: orderID, Template: templates.OrderConfirmed}}
+		item := store.IngestItem{Cancel: &store.Cancel{EventID: eventID, OrderID: orderID, Revision: rev, Template: templates.OrderConfirmed}}
 		return record(string(typ), eventID, item)
 	}
-	mail, err := d.confirmed(&env, eventID, orderID, data)
+	mail, err := d.confirmed(&env, eventID, orderID, rev, data)
 	if err != nil {
 		return deadLetter(string(typ), eventID, err)
 	}
@@ -131,18 +135,18 @@ func record(eventType, eventID string, item store.IngestItem) Decision {
 
 // confirmed validates an OrderConfirmed, renders its mail and applies the
 // stale guard.
-func (d *Decider) confirmed(env *envelope, eventID, orderID string, data *orderData) (*store.NewMail, *mailtype.Error) {
+func (d *Decider) confirmed(env *envelope, eventID, orderID string, rev int, data *orderData) (*store.NewMail, *mailtype.Error) {
 	if env.DedupeKey == nil {
 		return nil, permanent(mailtype.ReasonMissingField, "dedupe_key is required")
 	}
 	if err := checkIdentifier("dedupe_key", *env.DedupeKey, maxKeyLen); err != nil {
 		return nil, err
 	}
-	// The contract keys a confirmation by its order (DESIGN.md section 3),
-	// and an OrderCancelled finds, or tombstones, exactly that key: a
+	// The contract keys a confirmation by its order and revision, and an
+	// OrderCancelled finds, or tombstones, exactly that key: a
 	// confirmation keyed otherwise could slip past a cancel.
-	if want := mailtype.ConfirmationKey(orderID); *env.DedupeKey != want {
-		return nil, permanent(mailtype.ReasonInvalidField, "dedupe_key %q must be %q for an OrderConfirmed", mailtype.Sanitize(*env.DedupeKey), want)
+	if want := mailtype.ConfirmationKeyAt(orderID, rev); *env.DedupeKey != want {
+		return nil, permanent(mailtype.ReasonInvalidField, "dedupe_key %q must be %q for an OrderConfirmed of revision %d", mailtype.Sanitize(*env.DedupeKey), want, rev)
 	}
 	if err := checkOrder(data); err != nil {
 		return nil, err
@@ -165,7 +169,7 @@ func (d *Decider) confirmed(env *envelope, eventID, orderID string, data *orderD
 		maxAge = settings.MaxEventAge
 	}
 	return &store.NewMail{
-		EventID: eventID, DedupeKey: *env.DedupeKey, OrderID: orderID, Template: templates.OrderConfirmed,
+		EventID: eventID, DedupeKey: *env.DedupeKey, OrderID: orderID, Revision: rev, Template: templates.OrderConfirmed,
 		Locale: r.Locale, ToEmail: to, Payload: env.Data,
 		Subject: r.Subject, BodyText: r.Text, BodyHTML: r.HTML,
 		MessageID: mailtype.MessageID(*env.DedupeKey, d.FromDomain),

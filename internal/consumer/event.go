@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/mail"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,6 +50,32 @@ type orderData struct {
 	Currency     *string    `json:"currency"`
 	Total        *string    `json:"total"`
 	Items        []itemData `json:"items"`
+	// Revision is data.revision, kept raw so that its check can tell 2
+	// from 2.5, "2" and null.
+	Revision json.RawMessage `json:"revision"`
+}
+
+// maxRevision is the largest revision accepted: the mail.revision column is
+// a PostgreSQL integer.
+const maxRevision = math.MaxInt32
+
+// revision reads data.revision: absent means 1; otherwise a JSON number
+// whose value is an integer from 1 to maxRevision (1.0 and 1e1 are
+// integers, as JSON Schema's "integer" counts them), else invalid_field.
+// A null revision is invalid too: the contract says absent, not null.
+func (d *orderData) revision() (int, *mailtype.Error) {
+	if len(d.Revision) == 0 {
+		return 1, nil
+	}
+	bad := permanent(mailtype.ReasonInvalidField, "data.revision %s is not a positive integer", mailtype.Sanitize(string(d.Revision)))
+	if c := d.Revision[0]; c != '-' && (c < '0' || c > '9') {
+		return 0, bad // a string, null, a bool, an object
+	}
+	f, err := strconv.ParseFloat(string(d.Revision), 64)
+	if err != nil || f != math.Trunc(f) || f < 1 || f > maxRevision {
+		return 0, bad
+	}
+	return int(f), nil
 }
 
 type itemData struct {

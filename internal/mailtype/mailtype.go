@@ -4,6 +4,8 @@
 // dead-letter headers and metric labels. It imports only the standard library.
 package mailtype
 
+import "strconv"
+
 // Status is the state of a row in table mail (DESIGN.md section 5).
 type Status string
 
@@ -65,6 +67,36 @@ func (t EventType) RoutingKey() string {
 	return ""
 }
 
+// TemplateCancelNotice is the template of the cancellation notice: the
+// mail a customer gets when an order is cancelled after its confirmation
+// was, or may have been, delivered.
+const TemplateCancelNotice = "order_cancelled"
+
 // ConfirmationKey returns the dedupe key of the confirmation mail of an order,
 // the key an OrderCancelled cancels or tombstones (DESIGN.md section 3).
-func ConfirmationKey(orderID string) string { return "order-confirmed:" + orderID }
+func ConfirmationKey(orderID string) string { return ConfirmationKeyAt(orderID, 1) }
+
+// ConfirmationKeyAt returns the dedupe key of the confirmation of revision
+// revision of an order (data.revision of the input events, 1 when absent):
+// "order-confirmed:{order_id}" for revision 1, as before revisions
+// existed, and "order-confirmed:{order_id}:r{revision}" after it, so that a
+// reopened order is confirmed again under a key no tombstone of an earlier
+// revision holds.
+func ConfirmationKeyAt(orderID string, revision int) string {
+	return revisionKey("order-confirmed:", orderID, revision)
+}
+
+// CancelNoticeKey returns the dedupe key of the cancellation notice of
+// revision revision of an order: "order-cancelled:{order_id}", with the
+// same ":r{revision}" suffix as ConfirmationKeyAt after revision 1. One
+// notice per revision at most.
+func CancelNoticeKey(orderID string, revision int) string {
+	return revisionKey("order-cancelled:", orderID, revision)
+}
+
+func revisionKey(prefix, orderID string, revision int) string {
+	if revision <= 1 {
+		return prefix + orderID
+	}
+	return prefix + orderID + ":r" + strconv.Itoa(revision)
+}

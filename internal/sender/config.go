@@ -58,6 +58,11 @@ type Config struct {
 	WorkerID string
 	// DBTimeout bounds each database statement of the pool (default 10s).
 	DBTimeout time.Duration
+	// MaxEventAge is the default max event age (mail.max_event_age): a mail
+	// whose event occurred longer ago is not handed to the provider but
+	// fails with reason stale, as at ingest. A template's max_event_age
+	// overrides it; 0 means no limit.
+	MaxEventAge time.Duration
 	// Secrets are redacted from every error text the pool stores in
 	// last_error, writes into a feedback event or logs: a provider may echo
 	// a credential in a reply (ConfigFrom sets the SMTP password, the Resend
@@ -78,7 +83,7 @@ func ConfigFrom(c *config.Config) Config {
 		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
 		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
 		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
-		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c),
+		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c), MaxEventAge: c.Mail.MaxEventAge,
 	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = NoAmbiguousRetries

@@ -1,7 +1,10 @@
 package sender
 
 import (
+	"fmt"
 	"time"
+
+	"github.com/mailsvc/mailsvc/internal/store"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -43,4 +46,34 @@ func (r rules) policy(template string) mailtype.AmbiguousPolicy {
 		}
 	}
 	return r.cfg.AmbiguousPolicy
+}
+
+// maxAge is the max event age of a template's mails: its own setting when
+// it has one, else the pool's (0: no limit).
+func (r rules) maxAge(template string) time.Duration {
+	if r.templates != nil {
+		if s, err := r.templates.Settings(template); err == nil && s.MaxEventAge > 0 {
+			return s.MaxEventAge
+		}
+	}
+	return r.cfg.MaxEventAge
+}
+
+// stale returns the failed verdict of a claimed mail whose event is older
+// than its max age at now, before any send: it is not handed to the
+// provider (docs/contract.md, "Stale"). It is no attempt: nothing is
+// spent or counted in mailsvc_send_attempts_total. ok is false for a mail still
+// young enough.
+func (r rules) stale(m *store.ClaimedMail, now time.Time) (verdict, bool) {
+	limit := r.maxAge(m.Template)
+	age := now.Sub(m.OccurredAt)
+	if limit <= 0 || m.OccurredAt.IsZero() || age <= limit {
+		return verdict{}, false
+	}
+	msg := fmt.Sprintf("event occurred at %s, %s ago, older than the max event age %s; not sent",
+		m.OccurredAt.UTC().Format(time.RFC3339), age.Round(time.Second), limit)
+	return verdict{Record: store.Outcome{
+		Status: mailtype.StatusFailed, IfCancelRequested: mailtype.StatusCancelled, Release: true,
+		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonStale, Error: msg,
+	}}, true
 }

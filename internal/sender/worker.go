@@ -110,6 +110,11 @@ func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) 
 	if j.mail.Reclaimed {
 		p.metrics.LeaseReclaims.Inc()
 	}
+	if v, stale := p.rules.stale(&j.mail, time.Now()); stale {
+		p.flush(out)
+		p.log.Warn("mail not sent: its event is older than its max age", append(j.logAttrs(), "error", v.Record.Error)...)
+		return &result{j: j, v: v}
+	}
 	st, leaseEnd, ok := p.commit(out, j)
 	if !ok {
 		return &result{j: j, v: releaseVerdict()}

@@ -16,9 +16,11 @@ import (
 // outbox in the same transaction as the state change it reports. It never
 // carries a recipient address or a secret.
 type Feedback struct {
-	Type              mailtype.EventType
-	DedupeKey         string
-	OrderID           string
+	Type      mailtype.EventType
+	DedupeKey string
+	OrderID   string
+	// Revision is the order revision of the mail (>= 1; 0 is taken as 1).
+	Revision          int
 	Template          string
 	Status            mailtype.Status
 	Attempts          int
@@ -45,6 +47,7 @@ type feedbackEnvelope struct {
 
 type feedbackData struct {
 	OrderID           string `json:"order_id"`
+	Revision          int    `json:"revision"`
 	Template          string `json:"template"`
 	Status            string `json:"status"`
 	Attempts          int    `json:"attempts"`
@@ -75,7 +78,7 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 	env := feedbackEnvelope{
 		EventID: id.String(), EventType: string(f.Type), Version: 1, OccurredAt: now, DedupeKey: f.DedupeKey,
 		Data: feedbackData{
-			OrderID: f.OrderID, Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
+			OrderID: f.OrderID, Revision: revisionOr1(f.Revision), Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
 		},

@@ -19,9 +19,12 @@ type NewMail struct {
 	// DedupeKey is the business intent; at most one row per key exists.
 	DedupeKey string
 	OrderID   string
-	Template  string
-	Locale    string
-	ToEmail   string
+	// Revision is the order's revision (data.revision, >= 1; 0 is taken
+	// as 1).
+	Revision int
+	Template string
+	Locale   string
+	ToEmail  string
 	// Payload is the event's data object (JSON), kept for operators.
 	Payload []byte
 	// Subject, BodyText, BodyHTML and MessageID are the rendered mail.
@@ -45,8 +48,11 @@ type Cancel struct {
 	// EventID is the cancel event's UUID, written to cancel_event_id.
 	EventID string
 	OrderID string
-	// Template is the confirmation template name a tombstone is written
-	// with.
+	// Revision is the revision whose confirmation is cancelled (>= 1; 0 is
+	// taken as 1): mails of other revisions of the order are not touched.
+	Revision int
+	// Template is the confirmation template: only its mails are cancelled
+	// (never a cancellation notice), and a tombstone is written with it.
 	Template string
 }
 
@@ -62,6 +68,8 @@ type IngestResult struct {
 	Outcome mailtype.Outcome
 	// Feedback is the number of outbox rows written for the item.
 	Feedback int
+	// Notice is set when a cancel wrote a pending cancellation notice.
+	Notice bool
 }
 
 // querier is what a pool and a transaction share.
@@ -145,12 +153,12 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error,
-                  from_addr, to_name, reply_to, idempotency_key, occurred_at)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), fa, tn, rt, ik, oa
+                  from_addr, to_name, reply_to, idempotency_key, occurred_at, revision)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), fa, tn, rt, ik, oa, rev
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-            $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, fa, tn, rt, ik, oa)
+            $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::int[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, fa, tn, rt, ik, oa, rev)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key`
 
@@ -164,7 +172,7 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
-	occurred := make([]time.Time, n)
+	occurred, revisions := make([]time.Time, n), make([]int32, n)
 	for i, it := range items {
 		m := it.Mail
 		status, lastErr := string(mailtype.StatusPending), ""
@@ -180,13 +188,13 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey} {
 			cols[c][i] = v
 		}
-		occurred[i] = m.OccurredAt
+		occurred[i], revisions[i] = m.OccurredAt, int32(revisionOr1(m.Revision))
 	}
-	args := make([]any, 0, 18)
+	args := make([]any, 0, 19)
 	for _, c := range cols {
 		args = append(args, c)
 	}
-	rows, err := q.Query(ctx, insertMailsSQL, append(args, occurred)...)
+	rows, err := q.Query(ctx, insertMailsSQL, append(args, occurred, revisions)...)
 	if err != nil {
 		return fmt.Errorf("insert mails: %w", err)
 	}
@@ -218,6 +226,9 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 	}
 	return nil
 }
+
+// revisionOr1 is r, or 1 for an unset revision.
+func revisionOr1(r int) int { return max(r, 1) }
 
 // staleFeedback writes EmailFailed (reason stale) for every stale mail
 // that insertMails recorded.

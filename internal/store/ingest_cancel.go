@@ -9,27 +9,35 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// cancelSQL is the whole cancel of one order in one statement
-// (DESIGN.md section 5):
+// cancelSQL is the whole cancel of one revision of one order's
+// confirmation in one statement; docs/contract.md has the outcome table it
+// implements. $1 order id, $2 cancel event id, $3 the confirmation key of
+// the revision, $4 the confirmation template, $5 the revision.
 //   - tomb: a cancelled tombstone (event_id NULL) for the confirmation key
 //     when no row holds that key, so a later OrderConfirmed creates nothing;
-//   - upd: for every mail of the order, pending -> cancelled, sending ->
-//     cancel_requested (too late only once its send started; before that
-//     the sender releases it as cancelled), and sent/unknown only records the cancel event id
-//     (its status stays). A pending mail whose earlier send was ambiguous
-//     may have been delivered: it is not retried but ends unknown
-//     (EmailUnknown, then EmailCancelTooLate), never cancelled. failed and cancelled rows, a sending row already
-//     cancel_requested and a sent row already told "too late" are not
-//     matched, so a redelivered cancel changes and reports nothing;
+//   - upd: for every mail of the template and revision (the confirmation
+//     and its resends; never a cancellation notice, never another
+//     revision): pending -> cancelled; sending -> cancel_requested only,
+//     with no event yet: the sender's outcome decides (a release or a
+//     failure ends cancelled, a send that was or may have been delivered
+//     reports EmailCancelTooLate after its own outcome); sent and unknown
+//     record the cancel event id and are too late; failed only records it
+//     (nothing to stop, nothing published, but `mail resend` refuses the
+//     order from then on). A pending mail whose earlier send was
+//     ambiguous may have been delivered: it is not retried but ends
+//     unknown (EmailUnknown, then EmailCancelTooLate), never cancelled.
+//     Cancelled rows, a sending row already cancel_requested and rows that
+//     already hold a cancel event id are not matched, so a redelivered
+//     cancel changes and reports nothing;
 //   - raced: the tombstone hit a row this statement's snapshot cannot see
 //     (an OrderConfirmed committed while we ran), so upd missed it; the
 //     caller runs the statement again with a fresh snapshot.
 const cancelSQL = `
 WITH tomb AS (
-    INSERT INTO mail (dedupe_key, order_id, template, status, cancel_event_id)
-    VALUES ($3, $1, $4, 'cancelled', $2::uuid)
+    INSERT INTO mail (dedupe_key, order_id, template, status, cancel_event_id, revision)
+    VALUES ($3, $1, $4, 'cancelled', $2::uuid, $5)
     ON CONFLICT DO NOTHING
-    RETURNING dedupe_key, template, status, attempts, provider, provider_message_id
+    RETURNING dedupe_key, template, status, sends, provider, provider_message_id
 ), upd AS (
     UPDATE mail SET
         status           = CASE WHEN status = 'pending' AND ambiguous > 0 THEN 'unknown'
@@ -37,19 +45,18 @@ WITH tomb AS (
         cancel_requested = cancel_requested OR status = 'sending' OR (status = 'pending' AND ambiguous > 0),
         cancel_event_id  = $2::uuid,
         updated_at       = CASE WHEN status IN ('pending', 'sending') THEN now() ELSE updated_at END
-    WHERE order_id = $1
+    WHERE order_id = $1 AND template = $4 AND revision = $5
       AND (status = 'pending'
            OR (status = 'sending' AND NOT cancel_requested)
-           OR (status IN ('sent', 'unknown') AND cancel_event_id IS NULL))
+           OR (status IN ('sent', 'unknown', 'failed') AND cancel_event_id IS NULL))
     RETURNING dedupe_key, template, status, sends, provider, provider_message_id,
-        status = 'unknown' AND cancel_requested AS stopped_ambiguous,
-        status = 'sending' AND send_started_at IS NULL AS unstarted
+        status = 'unknown' AND cancel_requested AS stopped_ambiguous
 )
 SELECT 'tombstoned', dedupe_key, template, status, 0, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM tomb
 UNION ALL
 SELECT CASE WHEN status = 'cancelled' THEN 'cancelled' WHEN stopped_ambiguous THEN 'stopped_ambiguous'
-            WHEN unstarted THEN 'requested' ELSE 'too_late' END,
+            WHEN status = 'sending' THEN 'requested' WHEN status = 'failed' THEN 'noted' ELSE 'too_late' END,
        dedupe_key, template, status, sends, coalesce(provider, ''), coalesce(provider_message_id, '')
 FROM upd
 UNION ALL
@@ -60,10 +67,16 @@ WHERE NOT EXISTS (SELECT 1 FROM tomb) AND NOT EXISTS (SELECT 1 FROM mail WHERE d
 // send was ambiguous: the cancel ends it unknown.
 const stoppedAmbiguous mailtype.Outcome = "stopped_ambiguous"
 
-// cancelBeforeStart is cancelSQL's kind of a claimed mail whose send has
-// not started: the cancel only sets cancel_requested, and the sender
-// ends it cancelled (EmailCancelled) without handing it over.
-const cancelBeforeStart mailtype.Outcome = "requested"
+// cancelRequested is cancelSQL's kind of a claimed mail: the cancel only
+// sets cancel_requested. The sender's outcome reports it: a claim that
+// never started or a send that failed ends cancelled (EmailCancelled); a
+// send that was, or may have been, delivered ends sent or unknown with its
+// own event, then EmailCancelTooLate and the cancellation notice.
+const cancelRequested mailtype.Outcome = "requested"
+
+// cancelNoted is cancelSQL's kind of a failed mail: the cancel is recorded
+// (so `mail resend` refuses the order) and nothing is published.
+const cancelNoted mailtype.Outcome = "noted"
 
 // maxCancelRaces bounds how often one cancel re-runs after racing a
 // concurrent insert of its confirmation key; each race needs a new
@@ -78,11 +91,14 @@ type cancelRow struct {
 	provider, providerMessageID string
 }
 
-// cancel runs cancelSQL for c (again after a race), writes one feedback row
-// per mail it changed (EmailCancelled for a tombstone or a cancelled
-// pending mail, EmailCancelTooLate for a sending, sent or unknown one), and
-// returns the strongest outcome: tombstoned, cancelled, too_late, or
-// duplicate when nothing changed.
+// cancel runs cancelSQL for c (again after a race), writes the feedback of
+// every mail it settled (EmailCancelled for a tombstone or a cancelled
+// pending mail; EmailCancelTooLate for a sent or unknown one, after
+// EmailUnknown for a pending one that an ambiguous send may have
+// delivered), writes the cancellation notice when it was too late (see
+// insertNotice), and returns the strongest outcome: tombstoned,
+// cancelled (a claimed mail counts here: its cancel is requested), too_late,
+// or duplicate when nothing changed.
 func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, error) {
 	var changed []cancelRow
 	for race := 0; ; race++ {
@@ -99,15 +115,18 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		}
 	}
 	res := IngestResult{Outcome: mailtype.OutcomeDuplicate}
+	notice := ""
 	for _, r := range changed {
-		if r.kind == cancelBeforeStart {
-			// The sender's mark refuses it; its release reports EmailCancelled.
+		switch r.kind {
+		case cancelRequested:
 			res.Outcome = strongest(res.Outcome, mailtype.OutcomeCancelled)
+			continue
+		case cancelNoted:
 			continue
 		}
 		f := Feedback{
-			Type: mailtype.EmailCancelled, DedupeKey: r.dedupeKey, OrderID: c.OrderID, Template: r.template,
-			Status: mailtype.Status(r.status), Attempts: r.attempts, Provider: r.provider,
+			Type: mailtype.EmailCancelled, DedupeKey: r.dedupeKey, OrderID: c.OrderID, Revision: c.Revision,
+			Template: r.template, Status: mailtype.Status(r.status), Attempts: r.attempts, Provider: r.provider,
 			ProviderMessageID: r.providerMessageID, SourceEventID: c.EventID,
 		}
 		if r.kind == stoppedAmbiguous {
@@ -122,6 +141,7 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		}
 		if r.kind == mailtype.OutcomeTooLate {
 			f.Type = mailtype.EmailCancelTooLate
+			notice = r.dedupeKey
 		}
 		if err := s.insertFeedback(ctx, tx, f); err != nil {
 			return IngestResult{}, err
@@ -129,11 +149,19 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		res.Feedback++
 		res.Outcome = strongest(res.Outcome, r.kind)
 	}
+	if notice != "" {
+		written, err := s.insertNotice(ctx, tx, notice)
+		if err != nil {
+			return IngestResult{}, err
+		}
+		res.Notice = written
+	}
 	return res, nil
 }
 
 func cancelOnce(ctx context.Context, tx pgx.Tx, c Cancel) (changed []cancelRow, raced bool, err error) {
-	rows, err := tx.Query(ctx, cancelSQL, c.OrderID, c.EventID, mailtype.ConfirmationKey(c.OrderID), c.Template)
+	rev := revisionOr1(c.Revision)
+	rows, err := tx.Query(ctx, cancelSQL, c.OrderID, c.EventID, mailtype.ConfirmationKeyAt(c.OrderID, rev), c.Template, rev)
 	if err != nil {
 		return nil, false, fmt.Errorf("cancel order %s: %w", c.OrderID, err)
 	}

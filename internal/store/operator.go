@@ -64,12 +64,20 @@ type resendSource struct {
 	from, toName, replyTo                                   string
 	status                                                  mailtype.Status
 	payload                                                 string
+	revision                                                int
 }
 
 const lockForResendSQL = `
 SELECT order_id, template, locale, to_email, payload::text, subject, body_text, body_html, status,
-    from_addr, to_name, reply_to
+    from_addr, to_name, reply_to, revision
 FROM mail WHERE dedupe_key = $1 FOR UPDATE`
+
+// orderCancelledSQL tells whether a cancel reached the mails of template
+// $2, revision $3 of order $1: a cancelled row (a tombstone, a cancelled
+// mail) or a cancel event recorded on a sent, failed or unknown one.
+const orderCancelledSQL = `
+SELECT EXISTS (SELECT 1 FROM mail WHERE order_id = $1 AND template = $2 AND revision = $3
+                 AND (status = 'cancelled' OR cancel_event_id IS NOT NULL))`
 
 // resendSiblingsSQL reads the earlier resends of a key through the
 // order_id index (resends copy the order id); $2 is a LIKE pattern.
@@ -95,8 +103,8 @@ func resendRoot(dedupeKey string) string {
 const insertResendSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
                   body_text, body_html, message_id, status, occurred_at,
-                  from_addr, to_name, reply_to, idempotency_key)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now(), $12, $13, $14, $15)`
+                  from_addr, to_name, reply_to, idempotency_key, revision)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now(), $12, $13, $14, $15, $16)`
 
 // Resend creates a new pending mail keyed KEY:resend:N (N the next free
 // number) with the content and envelope (From, display name, Reply-To) of
@@ -106,19 +114,24 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', no
 // original row is locked but never changed, so concurrent resends of one
 // key get distinct numbers. It returns the new key, ErrNotFound when no
 // mail has dedupeKey, or a *StateError when the original is not sent or
-// failed, is a tombstone, or an earlier resend of it is still pending or
-// sending (issue 7: a resend never risks a duplicate).
+// failed, is a tombstone, is a confirmation of an order revision that was
+// cancelled (at any time, before or after it was sent), or an earlier
+// resend of it is still pending or sending (a resend never risks a
+// duplicate).
 func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string) (string, error) {
 	var newKey string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var src resendSource
 		err := tx.QueryRow(ctx, lockForResendSQL, dedupeKey).Scan(&src.orderID, &src.template, &src.locale,
 			&src.toEmail, &src.payload, &src.subject, &src.text, &src.html, &src.status,
-			&src.from, &src.toName, &src.replyTo)
+			&src.from, &src.toName, &src.replyTo, &src.revision)
 		if err != nil {
 			return interpretError(err)
 		}
 		if err := resendRefusal(dedupeKey, src.status); err != nil {
+			return err
+		}
+		if err := refuseCancelledOrder(ctx, tx, dedupeKey, src); err != nil {
 			return err
 		}
 		if src.toEmail == "" {
@@ -175,6 +188,25 @@ func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error
 	return max + 1, nil
 }
 
+// refuseCancelledOrder returns a *StateError when src is a mail of an
+// order revision that was cancelled: a confirmation is never mailed for a
+// cancelled order, whatever its own row says. A cancellation notice may be
+// resent.
+func refuseCancelledOrder(ctx context.Context, tx pgx.Tx, key string, src resendSource) error {
+	if src.template == mailtype.TemplateCancelNotice {
+		return nil
+	}
+	var cancelled bool
+	if err := tx.QueryRow(ctx, orderCancelledSQL, src.orderID, src.template, src.revision).Scan(&cancelled); err != nil {
+		return err
+	}
+	if !cancelled {
+		return nil
+	}
+	return &StateError{DedupeKey: key, Status: src.status, Action: "resend",
+		Hint: fmt.Sprintf("order %s (revision %d) was cancelled; a confirmation is not sent for a cancelled order", src.orderID, max(src.revision, 1))}
+}
+
 func insertResend(ctx context.Context, tx pgx.Tx, newKey, domain, namespace string, src resendSource) error {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -182,7 +214,7 @@ func insertResend(ctx context.Context, tx pgx.Tx, newKey, domain, namespace stri
 	}
 	_, err = tx.Exec(ctx, insertResendSQL, id, newKey, src.orderID, src.template, src.locale, src.toEmail,
 		src.payload, src.subject, src.text, src.html, mailtype.MessageID(newKey, domain),
-		src.from, src.toName, src.replyTo, resendIdempotencyKey(src.from, namespace, newKey))
+		src.from, src.toName, src.replyTo, resendIdempotencyKey(src.from, namespace, newKey), src.revision)
 	return err
 }
 
@@ -219,7 +251,7 @@ type ReconcileResult struct {
 
 type reconcileRow struct {
 	orderID, template, provider, providerMsgID, eventID string
-	attempts                                            int
+	attempts, revision                                  int
 	status                                              mailtype.Status
 }
 
@@ -238,7 +270,7 @@ UPDATE mail SET
        send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
 WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
-          COALESCE(event_id::text, ''), sends, status`
+          COALESCE(event_id::text, ''), sends, status, revision`
 
 // Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
@@ -255,7 +287,7 @@ func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var r reconcileRow
 		err := tx.QueryRow(ctx, reconcileSQL, dedupeKey, delivered).Scan(&r.orderID, &r.template,
-			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status)
+			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status, &r.revision)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.reconcileRefusal(ctx, tx, dedupeKey)
 		}
@@ -267,7 +299,7 @@ func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool)
 			return nil
 		}
 		return s.insertFeedback(ctx, tx, Feedback{
-			Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Template: r.template,
+			Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Revision: r.revision, Template: r.template,
 			Status: r.status, Attempts: r.attempts, Provider: r.provider,
 			ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID,
 		})

@@ -37,9 +37,10 @@ type Outcome struct {
 	ErrorReason mailtype.Reason
 	Error       string
 	// Release ends a claim that never handed the mail to the provider: the
-	// row goes back to Status (pending, due after RetryAfter) or, with a
-	// cancel requested, to IfCancelRequested (cancelled), and keeps the
-	// provider and last error of its earlier sends.
+	// row goes back to Status (pending, due after RetryAfter; failed for a
+	// mail found stale before its send) or, with a cancel requested, to
+	// IfCancelRequested (cancelled), and keeps the provider of its earlier
+	// sends, and their last error unless this outcome has one.
 	Release bool
 	// Ambiguous counts this attempt as an ambiguous outcome (the row's
 	// ambiguous column grows by one; sender.ambiguous_retries reads it).
@@ -67,7 +68,17 @@ type Finished struct {
 // same attempts: no claim took the row since, so no other send started and
 // the provider's answer is still the truth about it. A settle write (the
 // janitor's) also demands that the lease expired.
+//
+// prior locks the rows first and keeps what they were before the write
+// (status, cancel_requested), which RETURNING cannot see: a send whose
+// cancel was requested while it ran reports EmailCancelTooLate after its
+// outcome when it ended sent or unknown, and only on that write, not on a
+// late write onto a row the janitor settled already. The lock is taken in
+// primary-key order, so two concurrent writes cannot deadlock.
 const finishManySQL = `
+WITH prior AS (
+    SELECT id, status, cancel_requested FROM mail WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE
+)
 UPDATE mail m SET
     status = CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END,
     send_after = CASE WHEN (CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END) = 'pending'
@@ -78,18 +89,20 @@ UPDATE mail m SET
     locked_by = NULL,
     provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
     provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
-    last_error = CASE WHEN o.release THEN m.last_error ELSE NULLIF(o.last_error, '') END,
+    last_error = CASE WHEN o.release AND o.last_error = '' THEN m.last_error ELSE NULLIF(o.last_error, '') END,
     ambiguous = m.ambiguous + o.amb,
     sends = CASE WHEN o.release AND m.send_started_at IS NOT NULL THEN m.sends - 1 ELSE m.sends END,
     send_started_at = CASE WHEN o.release THEN NULL ELSE m.send_started_at END,
     updated_at = now()
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
             $9::bool[], $10::int[], $11::bool[], $12::bool[])
-    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle)
-WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.attempts = o.token
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle),
+    prior
+WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND prior.id = m.id AND m.attempts = o.token
   AND (m.status = 'sending' OR (o.late AND m.status IN ('pending', 'unknown')))
   AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
-RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends`
+RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
+    m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, '')`
 
 // FinishAttempt records the outcome of the attempt fenced by f, in one short
 // transaction: the row's new status and, for a terminal status, its
@@ -153,7 +166,7 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 	res := make([]AttemptResult, len(as))
 	var started []Started
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		fbs, err := s.writeOutcomes(ctx, tx, as, res)
+		fbs, notices, err := s.writeOutcomes(ctx, tx, as, res)
 		if err != nil {
 			return err
 		}
@@ -167,6 +180,11 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 		if err := bt.flush(ctx); err != nil {
 			return err
 		}
+		for _, key := range notices {
+			if _, err := s.insertNotice(ctx, tx, key); err != nil {
+				return err
+			}
+		}
 		if len(starts) > 0 {
 			started, err = markStarted(ctx, tx, starts, lease)
 		}
@@ -179,8 +197,9 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 }
 
 // writeOutcomes runs the fenced updates of as in one statement, fills res
-// and returns the feedback events the terminal transitions need.
-func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, error) {
+// and returns the feedback events the terminal transitions need and the
+// keys of the mails that need a cancellation notice.
+func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, []string, error) {
 	n := len(as)
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -204,27 +223,14 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr,
 		release, amb, late, settle)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	type row struct {
-		status mailtype.Status
-		sends  int
-		fb     Feedback
-	}
-	got := make(map[Fence]row, n)
-	for rows.Next() {
-		var f Fence
-		var r row
-		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template, &r.fb.SourceEventID, &r.sends); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		got[f] = r
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	got, err := scanFinished(rows)
+	if err != nil {
+		return nil, nil, err
 	}
 	var fbs []Feedback
+	var notices []string
 	for i, a := range as {
 		r, ok := got[a.Fence]
 		if !ok {
@@ -245,8 +251,47 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
 		}
 		fbs = append(fbs, fb)
+		if r.cancelRequested && (r.status == mailtype.StatusSent || r.status == mailtype.StatusUnknown) {
+			fbs = append(fbs, tooLate(fb, r.cancelEventID))
+			notices = append(notices, fb.DedupeKey)
+		}
 	}
-	return fbs, nil
+	return fbs, notices, nil
+}
+
+// finishedRow is one row finishManySQL wrote.
+type finishedRow struct {
+	status mailtype.Status
+	sends  int
+	fb     Feedback
+	// cancelRequested: the row was sending with a cancel requested.
+	cancelRequested bool
+	cancelEventID   string
+}
+
+func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
+	defer rows.Close()
+	got := make(map[Fence]finishedRow)
+	for rows.Next() {
+		var f Fence
+		var r finishedRow
+		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template,
+			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID); err != nil {
+			return nil, err
+		}
+		got[f] = r
+	}
+	return got, rows.Err()
+}
+
+// tooLate is the EmailCancelTooLate that follows the outcome event of a
+// send whose cancel came while it ran and that was, or may have been,
+// delivered; its source is the cancel event.
+func tooLate(outcome Feedback, cancelEventID string) Feedback {
+	f := outcome
+	f.Type, f.SourceEventID = mailtype.EmailCancelTooLate, cancelEventID
+	f.ErrorClass, f.ErrorReason, f.Error = "", "", ""
+	return f
 }
 
 // batchTx collects the outbox rows insertFeedback writes, so that the

@@ -17,6 +17,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	// eventsExchange is written into outbox rows (outbox.exchange).
 	eventsExchange string
+	// notices renders cancellation notices; nil writes none.
+	notices NoticeRenderer
 }
 
 // Options configures Open.
@@ -29,6 +31,9 @@ type Options struct {
 	// EventsExchange is the exchange outbox rows are addressed to
 	// (amqp.events_exchange); "" means "mail.events".
 	EventsExchange string
+	// Notices renders the cancellation notice a cancel that came too late
+	// writes (mail.cancel_notice); nil writes none.
+	Notices NoticeRenderer
 }
 
 // Open connects a pool and checks that the database answers. It returns an
@@ -54,7 +59,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if ex == "" {
 		ex = "mail.events"
 	}
-	return &Store{pool: pool, eventsExchange: ex}, nil
+	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices}, nil
 }
 
 // Close closes the pool. It waits for acquired connections to be released.
