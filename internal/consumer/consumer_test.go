@@ -65,11 +65,11 @@ func TestCancelPendingSendingAndSent(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE order_id = '302' AND status = 'sending' AND cancel_requested`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE order_id = '303' AND status = 'sent' AND NOT cancel_requested`))
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled' AND order_id = '301'`))
-	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelTooLate' AND order_id = '302'`))
+	require.Equal(t, 0, b.count(t, `SELECT count(*) FROM outbox WHERE order_id = '302'`), "a started send's outcome reports, not the cancel")
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelTooLate' AND order_id = '303'`))
-	require.Equal(t, 3, b.count(t, `SELECT count(*) FROM outbox`))
-	require.Equal(t, 1, r.consumed(t, "OrderCancelled", "cancelled"))
-	require.Equal(t, 2, r.consumed(t, "OrderCancelled", "too_late"))
+	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM outbox`))
+	require.Equal(t, 2, r.consumed(t, "OrderCancelled", "cancelled"))
+	require.Equal(t, 1, r.consumed(t, "OrderCancelled", "too_late"))
 	require.Equal(t, 3, r.consumed(t, "OrderCancelled", "duplicate"))
 }
 
