@@ -16,6 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
@@ -48,27 +49,56 @@ type named struct {
 // stop on ctx, the component's error after a failure. It refuses to start
 // when the schema is behind (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: cfg.Database.MaxConns, EventsExchange: cfg.AMQP.EventsExchange})
+	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
 	if err != nil {
-		return fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
+		return err
 	}
-	defer closeStore(st, log)
-	if err := st.CheckSchema(ctx); err != nil {
+	defer closeStore(w.store, log)
+	if err := w.store.CheckSchema(ctx); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	ns, err := st.IdempotencyNamespace(ctx, cfg.Mail.IdempotencyNamespace)
-	if err != nil {
+	w.reg = reg
+	if err := w.resolveNamespace(ctx); err != nil {
 		return err
 	}
-	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8), namespace: ns}
 	parts, err := w.build()
 	if err != nil {
 		return err
 	}
 	return run(ctx, log, parts, w.fatal)
+}
+
+// open loads the templates and connects the store (with the cancellation
+// notice renderer when mail.cancel_notice is on), the first half of a
+// wiring; resolveNamespace completes it.
+func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns int32) (*wiring, error) {
+	tmpl, err := templates.New(templates.Options{Dir: cfg.Templates.Dir, DefaultLocale: cfg.Templates.DefaultLocale, TimeZone: cfg.Templates.TimeZone})
+	if err != nil {
+		return nil, fmt.Errorf("load templates: %w", err)
+	}
+	w := &wiring{cfg: cfg, log: log, fatal: make(chan error, 8), templates: tmpl,
+		notices: &consumer.Notices{Templates: tmpl, From: cfg.Mail.From, FromDomain: mailtype.AddressDomain(cfg.Mail.From)}}
+	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange}
+	if cfg.Mail.CancelNotice {
+		opts.Notices = w.notices
+	}
+	if w.store, err = store.Open(ctx, opts); err != nil {
+		return nil, fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
+	}
+	return w, nil
+}
+
+// resolveNamespace reads the idempotency namespace (mail.idempotency_namespace,
+// else the database's deployment id) before any component starts.
+func (w *wiring) resolveNamespace(ctx context.Context) error {
+	ns, err := w.store.IdempotencyNamespace(ctx, w.cfg.Mail.IdempotencyNamespace)
+	if err != nil {
+		return err
+	}
+	w.namespace, w.notices.IdempotencyNamespace = ns, ns
+	return nil
 }
 
 // wiring holds what components are built from.
@@ -87,6 +117,8 @@ type wiring struct {
 	brokerMetrics *broker.Metrics
 	// templates renders mails; built once.
 	templates *templates.Registry
+	// notices renders cancellation notices for the store.
+	notices *consumer.Notices
 	// namespace is the resolved mail.idempotency_namespace.
 	namespace string
 	// wakeSender and wakeRelay signal, in process, that the consumer wrote a
@@ -110,11 +142,6 @@ func (w *wiring) failed(name string) func(error) {
 func (w *wiring) build() ([]named, error) {
 	w.brokerMetrics = broker.NewMetrics(w.reg)
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
-	tmpl, err := templates.New(templates.Options{Dir: w.cfg.Templates.Dir, DefaultLocale: w.cfg.Templates.DefaultLocale, TimeZone: w.cfg.Templates.TimeZone})
-	if err != nil {
-		return nil, fmt.Errorf("load templates: %w", err)
-	}
-	w.templates = tmpl
 	// Start order: http first (probes answer during start-up), then the
 	// relay, the sender and the consumer last; stop runs in reverse, so the
 	// consumer stops taking deliveries first and the relay flushes last.

@@ -89,11 +89,13 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 8, EventsExchange: cfg.AMQP.EventsExchange})
+	w, err := open(ctx, cfg, log, 8)
 	require.NoError(t, err)
+	st := w.store
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	w := &wiring{cfg: cfg, log: log, store: st, reg: reg, fatal: make(chan error, 8)}
+	w.reg = reg
+	require.NoError(t, w.resolveNamespace(ctx))
 	parts, err := w.build()
 	require.NoError(t, err)
 	d := &daemon{cfg: cfg, store: st, logs: logs, http: parts[0].c.(*httpServer)}

@@ -146,6 +146,10 @@ type Mail struct {
 	// MaxEventAge is the default oldest event that is still sent; older
 	// ones are recorded as failed with reason stale.
 	MaxEventAge time.Duration `mapstructure:"max_event_age" yaml:"max_event_age"`
+	// CancelNotice turns on the cancellation notice: when an OrderCancelled
+	// comes after its confirmation was, or may have been, delivered, the
+	// customer is mailed the order_cancelled template.
+	CancelNotice bool `mapstructure:"cancel_notice" yaml:"cancel_notice"`
 }
 
 // Relay configures the outbox relay.

@@ -58,6 +58,7 @@ var defaults = map[string]any{
 
 	"mail.from":                  "",
 	"mail.max_event_age":         24 * time.Hour,
+	"mail.cancel_notice":         true,
 	"mail.reply_to":              "",
 	"mail.idempotency_namespace": "",
 

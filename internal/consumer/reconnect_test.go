@@ -50,7 +50,11 @@ func TestBrokerReturnIsMetPromptlyAfterRepeatedOutages(t *testing.T) {
 		require.Eventually(t, func() bool { return r.consumed(t, "OrderConfirmed", "inserted") == cut }, waitFor, tick, "cut %d: the event acked", cut)
 	}
 	t.Logf("from the broker's return to the event's row, cut by cut: %v", took)
-	require.Equal(t, cuts, r.consumedTotal(t), "each event consumed once")
+	// An ack the client wrote may still be lost in the next cut: the
+	// broker redelivers that event, counted as a duplicate, never a
+	// second row.
+	require.Equal(t, cuts, r.consumed(t, "OrderConfirmed", "inserted"))
+	require.Equal(t, r.consumedTotal(t)-cuts, r.consumed(t, "OrderConfirmed", "duplicate"), "anything else consumed is a redelivery")
 	require.EqualValues(t, cuts, b.count(t, `SELECT count(*) FROM mail`))
 	require.Equal(t, int64(cuts+1), r.c.SessionsForTest())
 	require.Empty(t, b.deadLetters(t))

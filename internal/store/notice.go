@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -24,9 +25,16 @@ type NoticeSource struct {
 	Locale    string
 	ToEmail   string
 	ToName    string
-	// From and ReplyTo are the envelope the confirmation was sent with.
+	// From and ReplyTo are the envelope the confirmation was sent with
+	// (From "" for a row written before the envelope columns).
 	From, ReplyTo string
 	Payload       []byte
+	// ConfirmedAt is when the confirmation's event occurred.
+	ConfirmedAt time.Time
+	// CancelEventID is the OrderCancelled event that came too late ("" when
+	// unknown); the notice row takes it as its event id, so the notice's
+	// own feedback events name the cancel as their source.
+	CancelEventID string
 }
 
 // NoticeRenderer renders the cancellation notice of a confirmation.
@@ -41,7 +49,8 @@ type NoticeRenderer interface {
 }
 
 const noticeSourceSQL = `
-SELECT order_id, revision, locale, to_email, to_name, from_addr, reply_to, payload::text
+SELECT order_id, revision, locale, to_email, to_name, from_addr, reply_to, payload::text,
+    COALESCE(occurred_at, created_at), COALESCE(cancel_event_id::text, '')
 FROM mail WHERE dedupe_key = $1`
 
 // insertFailedNoticeSQL records a notice that could not be rendered.
@@ -63,7 +72,7 @@ func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation string
 	src := NoticeSource{DedupeKey: confirmation}
 	var payload string
 	err := tx.QueryRow(ctx, noticeSourceSQL, confirmation).Scan(&src.OrderID, &src.Revision, &src.Locale,
-		&src.ToEmail, &src.ToName, &src.From, &src.ReplyTo, &payload)
+		&src.ToEmail, &src.ToName, &src.From, &src.ReplyTo, &payload, &src.ConfirmedAt, &src.CancelEventID)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && src.ToEmail == "") {
 		return false, nil
 	}

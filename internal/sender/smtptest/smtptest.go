@@ -40,10 +40,12 @@ const (
 
 // Fault is what the server does at a phase instead of answering normally.
 type Fault struct {
-	kind  faultKind
-	code  int
-	text  string
-	delay time.Duration
+	kind    faultKind
+	code    int
+	text    string
+	delay   time.Duration
+	release <-chan struct{}
+	then    *Fault
 }
 
 type faultKind int
@@ -53,6 +55,8 @@ const (
 	kindDrop
 	kindHang
 	kindDelay
+	kindHold
+	kindAccept
 )
 
 // Reply answers with code (4xx or 5xx) and text. At Data the message is
@@ -72,6 +76,20 @@ func Hang() Fault { return Fault{kind: kindHang} }
 // (delivered) and the 250 follows d later: a send in flight that a test
 // can act on (Delaying). A server closing ends the wait.
 func Delay(d time.Duration) Fault { return Fault{kind: kindDelay, delay: d} }
+
+// Accept answers normally: at Data the message is taken and answered 250.
+// It is what a Hold does once released, when nothing else should happen.
+func Accept() Fault { return Fault{kind: kindAccept} }
+
+// Hold, at Data only, waits with the message read but neither taken nor
+// answered until release is closed (or the server closes), then does what
+// then says: Accept takes it and answers 250, a Reply refuses it (not
+// taken), Drop or Hang take it and lose the reply. A test acts while the
+// send is in flight (Delaying counts held sessions) and decides when it
+// ends, with no timing involved.
+func Hold(release <-chan struct{}, then Fault) Fault {
+	return Fault{kind: kindHold, release: release, then: &then}
+}
 
 // Options configure a Server.
 type Options struct {
@@ -226,8 +244,8 @@ func (s *Server) Messages() []Message {
 // those whose reply was then lost (Drop or Hang at Data).
 func (s *Server) Count() int { return int(s.taken.Load()) }
 
-// Delaying returns how many replies a Delay holds back now: at Data, each
-// is a message taken whose 250 the client still waits for.
+// Delaying returns how many replies a Delay or a Hold holds back now: at
+// Data, each is a message whose reply the client still waits for.
 func (s *Server) Delaying() int { return int(s.delaying.Load()) }
 
 // MailCommands returns how many MAIL FROM commands arrived, answered or
@@ -323,8 +341,20 @@ func (se *session) apply(f Fault) error {
 	case kindDelay:
 		se.s.delay(f.delay)
 		return nil
+	case kindAccept, kindHold: // Hold acts at Data only; elsewhere it answers normally
+		return nil
 	}
 	return errDropped
+}
+
+// hold waits until release is closed, or the server closes.
+func (s *Server) hold(release <-chan struct{}) {
+	s.delaying.Add(1)
+	defer s.delaying.Add(-1)
+	select {
+	case <-release:
+	case <-s.closed:
+	}
 }
 
 // delay waits d, or until the server closes.
@@ -388,6 +418,13 @@ func (se *session) Data(r io.Reader) error {
 		return se.apply(Hang())
 	}
 	f, ok := se.s.next(Data)
+	if ok && f.kind == kindHold {
+		se.s.hold(f.release)
+		f = *f.then
+	}
+	if ok && f.kind == kindAccept {
+		ok = false
+	}
 	if !ok {
 		se.s.take(m)
 		if d := se.s.opts.DataDelay; d > 0 {

@@ -193,6 +193,22 @@ func (s *Schema) OpenInMode(t testing.TB, mode string) *store.Store {
 	return st
 }
 
+// Open opens another store on the schema with o (its URL is the
+// schema's), for a test that needs options the schema's own store lacks,
+// such as a notice renderer. It is closed when the test ends.
+func (s *Schema) Open(t testing.TB, o store.Options) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o.URL = s.URL
+	st, err := store.Open(ctx, o)
+	if err != nil {
+		t.Fatalf("open store on schema %s: %v", s.Name, err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
 // WithParam returns rawURL with its query parameter key set to value.
 func WithParam(rawURL, key, value string) string {
 	u, err := url.Parse(rawURL)
