@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -33,12 +35,15 @@ func newTemplateRenderCmd(e *env) *cobra.Command {
 		Short: "Render a mail from event data, for people who edit templates",
 		Long: "Render prints the subject, text and HTML parts of a mail. --data is a JSON file holding\n" +
 			"either a whole OrderConfirmed event or only its \"data\" object (\"-\" reads stdin).\n" +
+			"--template " + templates.OrderCancelled + " renders the cancellation notice from the same data:\n" +
+			"the order as it was confirmed.\n" +
 			"Template settings come from --config (templates.*) when given, then from the flags.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error { return e.renderTemplate(f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.name, "template", templates.OrderConfirmed, "template name")
+	fl.StringVar(&f.name, "template", templates.OrderConfirmed,
+		"template name: "+templates.OrderConfirmed+" or "+templates.OrderCancelled+" (or one added in --dir)")
 	fl.StringVar(&f.locale, "locale", "", `locale, e.g. vi or en ("" = the data's locale)`)
 	fl.StringVar(&f.data, "data", "", `JSON file with the event or its data ("-" = stdin)`)
 	fl.StringVar(&f.dir, "dir", "", "directory overriding the embedded templates (templates.dir)")
@@ -67,6 +72,9 @@ func (e *env) renderTemplate(f templateFlags) error {
 	reg, err := templates.New(opts)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
+	}
+	if !slices.Contains(reg.Names(), f.name) {
+		return &ExitError{Code: 2, Err: fmt.Errorf("unknown template %q: want one of %s", f.name, strings.Join(reg.Names(), ", "))}
 	}
 	order, err := readOrder(f.data)
 	if err != nil {

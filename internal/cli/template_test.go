@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,6 +41,37 @@ func TestTemplateRender(t *testing.T) {
 	require.Contains(t, out.String(), "--- text/html ---\n<!DOCTYPE html>")
 }
 
+// TestTemplateRenderCancelled renders the cancellation notice from the same
+// OrderConfirmed data as the confirmation, in both locales; the default
+// template stays order_confirmed.
+func TestTemplateRenderCancelled(t *testing.T) {
+	t.Parallel()
+	event := writeData(t, `{"event_type":"OrderConfirmed","occurred_at":"2026-09-18T08:00:00Z","data":{
+		"order_id": 42, "email": "b@example.com", "customer_name": "Nguyễn Văn B", "locale": "vi",
+		"currency": "VND", "total": "1250000",
+		"items": [{"sku": "SKU-1", "name": "Áo thun", "quantity": 2, "unit_price": "625000"}]}}`)
+	var out, errOut bytes.Buffer
+	err := Execute(context.Background(), []string{"template", "render", "--template", "order_cancelled", "--data", event}, &out, &errOut)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out.String(), "Subject: Đơn hàng #42 đã bị hủy\nLocale: vi\n\n--- text/plain ---\nXin chào Nguyễn Văn B,\n"), out.String())
+	require.Contains(t, out.String(), "\nThời gian đặt: 18/09/2026 15:00 (GMT+7)\n")
+	require.Contains(t, out.String(), "\n  2 × 625.000 ₫ = 1.250.000 ₫\n")
+	require.Contains(t, out.String(), "\nTổng cộng: 1.250.000 ₫\n")
+	require.Contains(t, out.String(), "--- text/html ---\n<!DOCTYPE html>")
+
+	out.Reset()
+	err = Execute(context.Background(), []string{"template", "render", "--template", "order_cancelled", "--data", event, "--locale", "en", "--html"}, &out, &errOut)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(out.String(), "<!DOCTYPE html>\n"))
+	require.Contains(t, out.String(), "<title>Your order #42 has been cancelled</title>")
+	require.Contains(t, out.String(), ">₫1,250,000</td>")
+
+	out.Reset()
+	err = Execute(context.Background(), []string{"template", "render", "--data", event, "--text"}, &out, &errOut)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "Đơn hàng #42 của bạn đã được xác nhận.", "the default template is order_confirmed")
+}
+
 func TestTemplateRenderRefused(t *testing.T) {
 	t.Parallel()
 	for name, body := range map[string]string{
@@ -53,4 +85,9 @@ func TestTemplateRenderRefused(t *testing.T) {
 		require.Equal(t, 2, ExitCode(err), name)
 		require.Empty(t, out.String(), name)
 	}
+	var out, errOut bytes.Buffer
+	err := Execute(context.Background(), []string{"template", "render", "--template", "order_shipped", "--data", writeData(t, "{}")}, &out, &errOut)
+	require.Equal(t, 2, ExitCode(err))
+	require.EqualError(t, err, `unknown template "order_shipped": want one of order_cancelled, order_confirmed`)
+	require.Empty(t, out.String())
 }

@@ -6,24 +6,25 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
-// TestGolden renders the sample order in vi and en and compares every part
-// with testdata; -update rewrites the files.
+// TestGolden renders the sample order with every template in vi and en and
+// compares every part with testdata/<template>.<locale>.{txt,html}; -update
+// rewrites the files.
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
-	for _, locale := range []string{"vi", "en"} {
-		t.Run(locale, func(t *testing.T) {
-			t.Parallel()
-			out, err := r.Render(templates.OrderConfirmed, locale, sampleOrder())
-			require.NoError(t, err)
-			require.Equal(t, locale, out.Locale)
-			checkGolden(t, "order_confirmed."+locale+".txt", "Subject: "+out.Subject+"\n\n"+out.Text)
-			checkGolden(t, "order_confirmed."+locale+".html", out.HTML)
-		})
+	for _, name := range allTemplates {
+		for _, locale := range locales {
+			t.Run(name+"/"+locale, func(t *testing.T) {
+				t.Parallel()
+				out, err := r.Render(name, locale, sampleOrder())
+				require.NoError(t, err)
+				require.Equal(t, locale, out.Locale)
+				checkGolden(t, name+"."+locale+".txt", "Subject: "+out.Subject+"\n\n"+out.Text)
+				checkGolden(t, name+"."+locale+".html", out.HTML)
+			})
+		}
 	}
 }
 

@@ -11,6 +11,13 @@ import (
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
+// allTemplates are the embedded templates; TestNames holds the registry to
+// this list, so a new template cannot miss the tests that range over it.
+var allTemplates = []string{templates.OrderCancelled, templates.OrderConfirmed}
+
+// locales are the locales every embedded template has.
+var locales = []string{"vi", "en"}
+
 // newRegistry returns a registry with the embedded templates and defaults.
 func newRegistry(t *testing.T) *templates.Registry {
 	t.Helper()

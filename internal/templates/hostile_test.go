@@ -26,8 +26,8 @@ var hostile = []string{
 }
 
 // TestHostileBodyFields puts each hostile value in every body field and
-// checks the mail is whole: markup escaped, no raw payload, no control or
-// bidi override characters, subject one line.
+// checks the mail of every template is whole: markup escaped, no raw
+// payload, no control or bidi override characters, subject one line.
 func TestHostileBodyFields(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -40,10 +40,12 @@ func TestHostileBodyFields(t *testing.T) {
 		} {
 			o := sampleOrder()
 			set(&o)
-			for _, locale := range []string{"vi", "en"} {
-				out, err := r.Render(templates.OrderConfirmed, locale, o)
-				require.NoError(t, err, "%s = %q", field, h)
-				requireWhole(t, out)
+			for _, name := range allTemplates {
+				for _, locale := range locales {
+					out, err := r.Render(name, locale, o)
+					require.NoError(t, err, "%s %s: %s = %q", name, locale, field, h)
+					requireWhole(t, out)
+				}
 			}
 		}
 	}
@@ -70,53 +72,67 @@ func requireWhole(t *testing.T, out templates.Rendered) {
 	require.Equal(t, strings.Count(out.HTML, "<td"), strings.Count(out.HTML, "</td>"))
 }
 
-// TestHostileEscapedExactly checks the exact escaped form of markup.
+// TestHostileEscapedExactly checks the exact escaped form of markup in
+// every template.
 func TestHostileEscapedExactly(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
 	o := sampleOrder()
 	o.Items[0].Name = `"><img src=x onerror=alert(1)>`
 	o.CustomerName = `<script>alert(1)</script>`
-	out, err := r.Render(templates.OrderConfirmed, "en", o)
-	require.NoError(t, err)
-	require.Contains(t, out.HTML, `&#34;&gt;&lt;img src=x onerror=alert(1)&gt;<br>`)
-	require.Contains(t, out.HTML, `Hello &lt;script&gt;alert(1)&lt;/script&gt;,`)
-	require.Contains(t, out.Text, "Hello <script>alert(1)</script>,\n", "the text part shows the name as written")
-	require.Equal(t, "<script>alert(1)</script>", out.ToName)
+	for _, name := range allTemplates {
+		out, err := r.Render(name, "en", o)
+		require.NoError(t, err, name)
+		require.Contains(t, out.HTML, `&#34;&gt;&lt;img src=x onerror=alert(1)&gt;<br>`, name)
+		require.Contains(t, out.HTML, `Hello &lt;script&gt;alert(1)&lt;/script&gt;,`, name)
+		require.Contains(t, out.Text, "Hello <script>alert(1)</script>,\n", "%s: the text part shows the name as written", name)
+		require.Equal(t, "<script>alert(1)</script>", out.ToName, name)
+	}
 }
 
-// TestHeaderFieldsWithLineBreaks checks that a line break in a value bound
-// for a header is refused, and that one in a body-only field is flattened.
+// TestHeaderFieldsWithLineBreaks checks, for every template, that a line
+// break in a value bound for a header is refused, and that one in a
+// body-only field is flattened.
 func TestHeaderFieldsWithLineBreaks(t *testing.T) {
 	t.Parallel()
-	r := newRegistry(t)
+	for _, name := range allTemplates {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			requireLineBreaksHandled(t, newRegistry(t), name)
+		})
+	}
+	_, err := templates.DisplayName("a\nb")
+	requireReason(t, err, mailtype.ReasonInvalidField)
+}
+
+// requireLineBreaksHandled checks the line-break rules for template name.
+func requireLineBreaksHandled(t *testing.T, r *templates.Registry, name string) {
+	t.Helper()
 	for _, br := range []string{"\r\n", "\n", "\r", "\u2028", "\u0085"} {
 		o := sampleOrder()
 		o.CustomerName = "B" + br + "Bcc: victim@example.com"
-		_, err := r.Render(templates.OrderConfirmed, "vi", o)
+		_, err := r.Render(name, "vi", o)
 		requireReason(t, err, mailtype.ReasonInvalidField)
 		require.Contains(t, err.Error(), "customer_name")
 		require.NotContains(t, err.Error(), "victim")
 
 		o = sampleOrder()
 		o.OrderID = "42" + br + "Subject: x"
-		_, err = r.Render(templates.OrderConfirmed, "vi", o)
+		_, err = r.Render(name, "vi", o)
 		requireReason(t, err, mailtype.ReasonInvalidField)
 		require.Contains(t, err.Error(), "order_id")
 
 		o = sampleOrder()
 		o.Items[0].Name = "Áo" + br + "Tổng cộng: 0 ₫"
-		out, err := r.Render(templates.OrderConfirmed, "vi", o)
+		out, err := r.Render(name, "vi", o)
 		require.NoError(t, err)
 		require.Contains(t, out.Text, "\n- Áo Tổng cộng: 0 ₫ (mã SKU-1)\n")
 		require.Equal(t, 1, strings.Count(out.Text, "\nTổng cộng:"))
 	}
-	_, err := templates.DisplayName("a\nb")
-	requireReason(t, err, mailtype.ReasonInvalidField)
 }
 
-// TestLongValues checks that 10,000-character values are cut, with "…", on
-// a character boundary, and the subject stays short.
+// TestLongValues checks, for every template, that 10,000-character values
+// are cut, with "…", on a character boundary, and the subject stays short.
 func TestLongValues(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -125,16 +141,24 @@ func TestLongValues(t *testing.T) {
 	o.OrderID = strings.Repeat("9", 10_000)
 	o.Items[0].Name = strings.Repeat("x", 10_000)
 	o.Items[1].SKU = strings.Repeat("S", 10_000)
-	out, err := r.Render(templates.OrderConfirmed, "vi", o)
-	require.NoError(t, err)
-	requireWhole(t, out)
-	// 9 × "Nguyễn " is 63 runes; the trailing space goes before the "…".
-	require.Equal(t, strings.Repeat("Nguyễn ", 8)+"Nguyễn…", out.ToName)
-	require.LessOrEqual(t, utf8.RuneCountInString(out.ToName), templates.MaxNameRunes)
-	require.Equal(t, "Xác nhận đơn hàng #"+strings.Repeat("9", templates.MaxOrderIDRunes-1)+"…", out.Subject)
-	require.Contains(t, out.Text, "\n- "+strings.Repeat("x", templates.MaxItemNameRunes-1)+"… (mã SKU-1)\n")
-	require.Contains(t, out.Text, "(mã "+strings.Repeat("S", templates.MaxSKURunes-1)+"…)\n")
-	require.Less(t, len(out.HTML), 12_000)
+	id := strings.Repeat("9", templates.MaxOrderIDRunes-1) + "…"
+	subjects := map[string]string{
+		templates.OrderConfirmed: "Xác nhận đơn hàng #" + id,
+		templates.OrderCancelled: "Đơn hàng #" + id + " đã bị hủy",
+	}
+	require.Len(t, subjects, len(allTemplates))
+	for _, name := range allTemplates {
+		out, err := r.Render(name, "vi", o)
+		require.NoError(t, err, name)
+		requireWhole(t, out)
+		// 9 × "Nguyễn " is 63 runes; the trailing space goes before the "…".
+		require.Equal(t, strings.Repeat("Nguyễn ", 8)+"Nguyễn…", out.ToName, name)
+		require.LessOrEqual(t, utf8.RuneCountInString(out.ToName), templates.MaxNameRunes, name)
+		require.Equal(t, subjects[name], out.Subject)
+		require.Contains(t, out.Text, "\n- "+strings.Repeat("x", templates.MaxItemNameRunes-1)+"… (mã SKU-1)\n", name)
+		require.Contains(t, out.Text, "(mã "+strings.Repeat("S", templates.MaxSKURunes-1)+"…)\n", name)
+		require.Less(t, len(out.HTML), 12_000, name)
+	}
 }
 
 // TestTruncateKeepsCharacters checks the cut never splits a letter from its
@@ -157,8 +181,8 @@ func TestTruncateKeepsCharacters(t *testing.T) {
 	}
 }
 
-// TestBadRecipientOrData checks the errors for a bad address, missing
-// fields and out-of-range quantities.
+// TestBadRecipientOrData checks, for every template, the errors for a bad
+// address, missing fields and out-of-range quantities.
 func TestBadRecipientOrData(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
@@ -185,29 +209,34 @@ func TestBadRecipientOrData(t *testing.T) {
 			o.Items = make([]templates.Item, templates.MaxItems+1)
 		}, mailtype.ReasonInvalidField},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			o := sampleOrder()
-			c.mutate(&o)
-			_, err := r.Render(templates.OrderConfirmed, "vi", o)
-			requireReason(t, err, c.reason)
-			require.NotContains(t, err.Error(), "example.com", "errors never echo the address")
-		})
+	for _, name := range allTemplates {
+		for _, c := range cases {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
+				o := sampleOrder()
+				c.mutate(&o)
+				_, err := r.Render(name, "vi", o)
+				requireReason(t, err, c.reason)
+				require.NotContains(t, err.Error(), "example.com", "errors never echo the address")
+			})
+		}
 	}
 }
 
-// TestEmptyName renders the greeting without a name.
+// TestEmptyName renders the greeting of every template without a name.
 func TestEmptyName(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
 	o := sampleOrder()
 	o.CustomerName = " \u202E "
-	out, err := r.Render(templates.OrderConfirmed, "vi", o)
-	require.NoError(t, err)
-	require.Equal(t, "", out.ToName)
-	require.True(t, strings.HasPrefix(out.Text, "Xin chào quý khách,\n"))
-	out, err = r.Render(templates.OrderConfirmed, "en", o)
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(out.Text, "Hello,\n"))
-	require.Contains(t, out.HTML, ">Hello,</p>")
+	for _, name := range allTemplates {
+		out, err := r.Render(name, "vi", o)
+		require.NoError(t, err, name)
+		require.Equal(t, "", out.ToName, name)
+		require.True(t, strings.HasPrefix(out.Text, "Xin chào quý khách,\n"), name)
+		require.Contains(t, out.HTML, ">Xin chào quý khách,</p>", name)
+		out, err = r.Render(name, "en", o)
+		require.NoError(t, err, name)
+		require.True(t, strings.HasPrefix(out.Text, "Hello,\n"), name)
+		require.Contains(t, out.HTML, ">Hello,</p>", name)
+	}
 }

@@ -87,7 +87,7 @@ func formatLines(f *localeFormat, o Order) ([]itemView, string, error) {
 		return nil, "", invalidField(err.Error())
 	}
 	if len(o.Items) == 0 {
-		return nil, "", missingField("items is empty: an order confirmation lists at least one item")
+		return nil, "", missingField("items is empty: an order mail lists at least one item")
 	}
 	if len(o.Items) > MaxItems {
 		return nil, "", invalidField(fmt.Sprintf("items has %d lines, over %d", len(o.Items), MaxItems))

@@ -22,8 +22,28 @@ func TestUnknownTemplate(t *testing.T) {
 	require.Contains(t, err.Error(), `"order_shipped"`)
 	_, err = r.Settings("order_shipped")
 	requireReason(t, err, mailtype.ReasonUnknownTemplate)
-	require.Equal(t, []string{templates.OrderConfirmed}, r.Names())
-	require.Equal(t, []string{"en", "vi"}, r.Locales(templates.OrderConfirmed))
+	require.Nil(t, r.Locales("order_shipped"))
+}
+
+// TestNames checks that both embedded templates load and that every one
+// has every locale, each rendering the sample order with a subject of its
+// own.
+func TestNames(t *testing.T) {
+	t.Parallel()
+	r := newRegistry(t)
+	require.Equal(t, allTemplates, r.Names())
+	subjects := map[string]string{}
+	for _, name := range r.Names() {
+		require.Equal(t, []string{"en", "vi"}, r.Locales(name), name)
+		for _, locale := range locales {
+			out, err := r.Render(name, locale, sampleOrder())
+			require.NoError(t, err, "%s/%s", name, locale)
+			require.Equal(t, locale, out.Locale)
+			require.NotContains(t, subjects, out.Subject, "%s/%s: subject shared with another template", name, locale)
+			subjects[out.Subject] = name
+		}
+	}
+	require.Len(t, subjects, len(allTemplates)*len(locales))
 }
 
 func TestLocaleResolution(t *testing.T) {
@@ -31,29 +51,42 @@ func TestLocaleResolution(t *testing.T) {
 	r := newRegistry(t)
 	cases := map[string]string{"vi": "vi", "en": "en", "EN": "en", "en-US": "en", "en_GB": "en", "vi-VN": "vi",
 		"fr": "vi", "": "vi", "zz-\r\n": "vi", "english": "vi"}
-	for in, want := range cases {
-		o := sampleOrder()
-		o.Locale = "en" // used only when the argument is empty
-		out, err := r.Render(templates.OrderConfirmed, in, o)
-		require.NoError(t, err)
-		if in == "" {
-			want = "en"
+	for _, name := range allTemplates {
+		for in, want := range cases {
+			o := sampleOrder()
+			o.Locale = "en" // used only when the argument is empty
+			out, err := r.Render(name, in, o)
+			require.NoError(t, err)
+			if in == "" {
+				want = "en"
+			}
+			require.Equal(t, want, out.Locale, "%s: locale %q", name, in)
 		}
-		require.Equal(t, want, out.Locale, "locale %q", in)
 	}
 	en, err := templates.New(templates.Options{DefaultLocale: "en"})
 	require.NoError(t, err)
-	out, err := en.Render(templates.OrderConfirmed, "fr", sampleOrder())
-	require.NoError(t, err)
-	require.Equal(t, "en", out.Locale)
-	require.Equal(t, "Your order #42 is confirmed", out.Subject)
+	for name, subject := range map[string]string{
+		templates.OrderConfirmed: "Your order #42 is confirmed",
+		templates.OrderCancelled: "Your order #42 has been cancelled",
+	} {
+		out, err := en.Render(name, "fr", sampleOrder())
+		require.NoError(t, err)
+		require.Equal(t, "en", out.Locale)
+		require.Equal(t, subject, out.Subject)
+	}
 }
 
+// TestSettings checks the embedded settings: both templates use the global
+// ambiguous policy; the notice stays news longer than the confirmation.
 func TestSettings(t *testing.T) {
 	t.Parallel()
-	s, err := newRegistry(t).Settings(templates.OrderConfirmed)
+	r := newRegistry(t)
+	s, err := r.Settings(templates.OrderConfirmed)
 	require.NoError(t, err)
 	require.Equal(t, templates.Settings{AmbiguousPolicy: "", MaxEventAge: 24 * time.Hour}, s)
+	s, err = r.Settings(templates.OrderCancelled)
+	require.NoError(t, err)
+	require.Equal(t, templates.Settings{AmbiguousPolicy: "", MaxEventAge: 72 * time.Hour}, s)
 }
 
 // TestDeterministic renders the same order many times, from several
@@ -61,23 +94,25 @@ func TestSettings(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	t.Parallel()
 	r1, r2 := newRegistry(t), newRegistry(t)
-	for _, locale := range []string{"vi", "en"} {
-		want, err := r1.Render(templates.OrderConfirmed, locale, sampleOrder())
-		require.NoError(t, err)
-		results := make([]templates.Rendered, 16)
-		var wg sync.WaitGroup
-		for i := range results {
-			wg.Go(func() {
-				r := r1
-				if i%2 == 1 {
-					r = r2
-				}
-				results[i], _ = r.Render(templates.OrderConfirmed, locale, sampleOrder())
-			})
-		}
-		wg.Wait()
-		for i, got := range results {
-			require.Equal(t, want, got, "render %d", i)
+	for _, name := range allTemplates {
+		for _, locale := range locales {
+			want, err := r1.Render(name, locale, sampleOrder())
+			require.NoError(t, err)
+			results := make([]templates.Rendered, 16)
+			var wg sync.WaitGroup
+			for i := range results {
+				wg.Go(func() {
+					r := r1
+					if i%2 == 1 {
+						r = r2
+					}
+					results[i], _ = r.Render(name, locale, sampleOrder())
+				})
+			}
+			wg.Wait()
+			for i, got := range results {
+				require.Equal(t, want, got, "%s/%s: render %d", name, locale, i)
+			}
 		}
 	}
 }
@@ -92,18 +127,22 @@ func TestTimeZone(t *testing.T) {
 	} {
 		r, err := templates.New(templates.Options{TimeZone: zone})
 		require.NoError(t, err)
-		out, err := r.Render(templates.OrderConfirmed, "vi", sampleOrder())
-		require.NoError(t, err)
-		require.Contains(t, out.Text, "\nThời gian đặt: "+want+"\n")
+		for _, name := range allTemplates {
+			out, err := r.Render(name, "vi", sampleOrder())
+			require.NoError(t, err)
+			require.Contains(t, out.Text, "\nThời gian đặt: "+want+"\n", name)
+		}
 	}
 	r := newRegistry(t)
 	o := sampleOrder()
 	o.OccurredAt = time.Time{}
-	out, err := r.Render(templates.OrderConfirmed, "en", o)
-	require.NoError(t, err)
-	require.NotContains(t, out.Text, "Order date")
-	require.NotContains(t, out.HTML, "Order date")
-	_, err = templates.New(templates.Options{TimeZone: "Mars/Olympus"})
+	for _, name := range allTemplates {
+		out, err := r.Render(name, "en", o)
+		require.NoError(t, err)
+		require.NotContains(t, out.Text, "Order date", name)
+		require.NotContains(t, out.HTML, "Order date", name)
+	}
+	_, err := templates.New(templates.Options{TimeZone: "Mars/Olympus"})
 	require.Error(t, err)
 }
 
@@ -119,36 +158,45 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
-// TestOverrideDir replaces one file and the settings of order_confirmed
-// and adds a template: the rest still comes from the embedded set.
+// TestOverrideDir replaces one file and the settings of order_confirmed,
+// one file of order_cancelled, and adds a template: the rest still comes
+// from the embedded set.
 func TestOverrideDir(t *testing.T) {
 	t.Parallel()
 	dir := writeFiles(t, map[string]string{
 		"order_confirmed/en/subject.txt":  "Thanks! Order {{.OrderID}} is on its way to packing\r\n",
 		"order_confirmed/settings.yaml":   "ambiguous_policy: unknown\nmax_event_age: 2h\n",
-		"order_cancelled/vi/subject.txt":  "Đơn hàng #{{.OrderID}} đã bị huỷ",
-		"order_cancelled/vi/body.txt":     "Đơn hàng {{.OrderID}} đã bị huỷ.",
-		"order_cancelled/vi/body.html":    "<p>Đơn hàng {{.OrderID}} đã bị huỷ.</p>",
+		"order_cancelled/vi/subject.txt":  "Đơn hàng {{.OrderID}} đã được hủy theo yêu cầu",
+		"order_shipped/vi/subject.txt":    "Đơn hàng #{{.OrderID}} đang được giao",
+		"order_shipped/vi/body.txt":       "Đơn hàng {{.OrderID}} đang được giao.",
+		"order_shipped/vi/body.html":      "<p>Đơn hàng {{.OrderID}} đang được giao.</p>",
 		".git/HEAD":                       "ref: x",
 		"order_confirmed/.DS_Store/x.txt": "",
 	})
 	r, err := templates.New(templates.Options{Dir: dir})
 	require.NoError(t, err)
-	require.Equal(t, []string{"order_cancelled", templates.OrderConfirmed}, r.Names())
-	out, err := r.Render(templates.OrderConfirmed, "en", sampleOrder())
+	require.Equal(t, []string{templates.OrderCancelled, templates.OrderConfirmed, "order_shipped"}, r.Names())
+	out, err := r.Render(templates.OrderCancelled, "vi", sampleOrder())
+	require.NoError(t, err)
+	require.Equal(t, "Đơn hàng 42 đã được hủy theo yêu cầu", out.Subject)
+	require.True(t, strings.HasPrefix(out.Text, "Xin chào Nguyễn Văn B,\n\nĐơn hàng #42 của bạn đã bị hủy."), "body.txt still embedded")
+	s, err := r.Settings(templates.OrderCancelled)
+	require.NoError(t, err)
+	require.Equal(t, templates.Settings{MaxEventAge: 72 * time.Hour}, s, "settings.yaml still embedded")
+	out, err = r.Render(templates.OrderConfirmed, "en", sampleOrder())
 	require.NoError(t, err)
 	require.Equal(t, "Thanks! Order 42 is on its way to packing", out.Subject)
 	require.True(t, strings.HasPrefix(out.Text, "Hello Nguyễn Văn B,\n"), "body.txt still embedded")
-	s, err := r.Settings(templates.OrderConfirmed)
+	s, err = r.Settings(templates.OrderConfirmed)
 	require.NoError(t, err)
 	require.Equal(t, templates.Settings{AmbiguousPolicy: mailtype.PolicyUnknown, MaxEventAge: 2 * time.Hour}, s)
-	s, err = r.Settings("order_cancelled")
+	s, err = r.Settings("order_shipped")
 	require.NoError(t, err)
 	require.Equal(t, templates.Settings{}, s, "no settings.yaml: the global config applies")
-	out, err = r.Render("order_cancelled", "en", sampleOrder())
+	out, err = r.Render("order_shipped", "en", sampleOrder())
 	require.NoError(t, err)
 	require.Equal(t, "vi", out.Locale)
-	require.Equal(t, "<p>Đơn hàng 42 đã bị huỷ.</p>", out.HTML)
+	require.Equal(t, "<p>Đơn hàng 42 đang được giao.</p>", out.HTML)
 }
 
 // TestOverrideDirRefused checks that New fails, naming the problem, for
@@ -170,6 +218,9 @@ func TestOverrideDirRefused(t *testing.T) {
 		"unknown key":       {map[string]string{"order_confirmed/settings.yaml": "max_age: 1h\n"}, "max_age"},
 		"bad locale dir":    {map[string]string{"order_confirmed/Vietnamese/body.txt": "x"}, `"Vietnamese"`},
 		"bad template dir":  {map[string]string{"Order Confirmed/vi/body.txt": "x"}, `"Order Confirmed"`},
+		"notice parse":      {map[string]string{"order_cancelled/en/body.html": "<p>{{.OrderID</p>"}, "order_cancelled/en/body.html"},
+		"notice field":      {map[string]string{"order_cancelled/vi/subject.txt": "{{.Refund}}"}, "order_cancelled/vi: self-check"},
+		"notice settings":   {map[string]string{"order_cancelled/settings.yaml": "max_event_age: 3 days\n"}, "order_cancelled/settings.yaml: max_event_age"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

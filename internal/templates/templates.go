@@ -40,8 +40,19 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// OrderConfirmed is the name of the order confirmation template.
-const OrderConfirmed = "order_confirmed"
+// Template names. Both render from the same Order: the notice is given the
+// data of the order as it was confirmed (items, total, currency, locale).
+const (
+	// OrderConfirmed is the name of the order confirmation template.
+	OrderConfirmed = "order_confirmed"
+	// OrderCancelled is the name of the cancellation notice: the mail a
+	// customer gets when an order is cancelled after its confirmation was
+	// (or may have been) delivered. It says the order was cancelled, that
+	// the earlier confirmation no longer applies and that a payment is
+	// refunded per the shop's policy, and repeats the confirmed items and
+	// total. Its settings.yaml sets max_event_age to 72h.
+	OrderCancelled = "order_cancelled"
+)
 
 // Options configures a Registry.
 type Options struct {
@@ -57,7 +68,8 @@ type Options struct {
 	TimeZone string
 }
 
-// Order is the data of an order mail, as it arrives in the event.
+// Order is the data of an order mail, as the OrderConfirmed event gives it;
+// the cancellation notice (OrderCancelled) is rendered from the same data.
 type Order struct {
 	OrderID      string
 	Email        string
