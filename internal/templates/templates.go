@@ -51,7 +51,7 @@ const (
 	// the earlier confirmation no longer applies and that a payment is
 	// refunded per the shop's policy, and repeats the confirmed items and
 	// total. Its settings.yaml sets max_event_age to 72h.
-	OrderCancelled = "order_cancelled"
+	OrderCancelled = mailtype.TemplateCancelNotice
 )
 
 // Options configures a Registry.
