@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"strconv"
 	"strings"
 
 	gomail "github.com/wneessen/go-mail"
@@ -29,21 +30,24 @@ func sendDetail(se *gomail.SendError) mailtype.ProviderDetail {
 // sendErrorReply finds the text of the deciding reply in a SendError's
 // message, which go-mail builds as "<phase>: <reply>[, <RSET error>]
 // [, affected recipient(s): ...][, affected message ID: ...]" where
-// <reply> is "<code> <text>" (net/textproto). A mail has one recipient, so
-// the first reply is the one whose code ErrorCode returns. "" when the
-// message does not have that shape.
+// <reply> is a *textproto.Error's message, `<code> "<text>"` (the text
+// Go-quoted). A mail has one recipient, so the first reply is the one whose
+// code ErrorCode returns. "" when the message does not have that shape.
 func sendErrorReply(se *gomail.SendError, code int) string {
 	msg, ok := strings.CutPrefix(se.Error(), se.Reason.String()+": ")
 	if !ok {
 		return ""
 	}
-	for _, suffix := range []string{", affected message ID: ", ", affected recipient(s): "} {
-		if i := strings.LastIndex(msg, suffix); i >= 0 {
-			msg = msg[:i]
-		}
-	}
-	text, ok := strings.CutPrefix(msg, fmt.Sprintf("%03d ", code))
+	msg, ok = strings.CutPrefix(msg, fmt.Sprintf("%03d ", code))
 	if !ok {
+		return ""
+	}
+	q, err := strconv.QuotedPrefix(msg)
+	if err != nil {
+		return ""
+	}
+	text, err := strconv.Unquote(q)
+	if err != nil {
 		return ""
 	}
 	return text
