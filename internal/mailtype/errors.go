@@ -67,6 +67,10 @@ type Error struct {
 	Reason Reason
 	// Err is the underlying error; it may be nil.
 	Err error
+	// Detail is what the provider said (reply code, enhanced status code,
+	// HTTP status, error name), set where a provider's error is classified;
+	// zero for every other error. DetailOf reads it through a chain.
+	Detail ProviderDetail
 }
 
 func (e *Error) Error() string {

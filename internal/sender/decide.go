@@ -95,7 +95,7 @@ func decide(err error, r Receipt, a attempt) verdict {
 	rec := store.Outcome{
 		Provider: a.Provider, ErrorClass: class, ErrorReason: reason,
 		Error: mailtype.Sanitize(err.Error(), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
-		Ambiguous: class == mailtype.Ambiguous,
+		Ambiguous: class == mailtype.Ambiguous, Detail: mailtype.DetailOf(err),
 	}
 	v := verdict{Outcome: string(class), Record: rec}
 	var te *ThrottleError

@@ -111,3 +111,38 @@ func TestReleaseVerdictSpendsNothing(t *testing.T) {
 	require.Equal(t, mailtype.StatusCancelled, v.Record.IfCancelRequested)
 	require.Zero(t, v.Record.RetryAfter)
 }
+
+// TestDecideKeepsProviderDetail: the provider's detail goes with the
+// error fields into the outcome, whatever the verdict, the throttle's
+// wrapper and a reclassification to attempts_exhausted included.
+func TestDecideKeepsProviderDetail(t *testing.T) {
+	t.Parallel()
+	rejected := mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, errors.New("550 5.1.1 user unknown"))
+	rejected.Detail = mailtype.ProviderDetail{SMTPCode: 550, SMTPEnhancedCode: "5.1.1"}
+	deferred := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("451 4.7.1 later"))
+	deferred.Detail = mailtype.ProviderDetail{SMTPCode: 451, SMTPEnhancedCode: "4.7.1"}
+	limited := mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429"))
+	limited.Detail = mailtype.ProviderDetail{HTTPStatus: 429, ErrorName: "rate_limit_exceeded"}
+	for _, c := range []struct {
+		name   string
+		err    error
+		a      attempt
+		status mailtype.Status
+	}{
+		{"failed", rejected, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusFailed},
+		{"unknown after an ambiguous send", rejected, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusUnknown},
+		{"attempts exhausted", deferred, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusFailed},
+		{"retried", deferred, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending},
+		{"throttled, exhausted", &ThrottleError{After: time.Second, Err: limited}, resendAttempt(3, time.Hour), mailtype.StatusFailed},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			v := decide(c.err, Receipt{}, c.a)
+			require.Equal(t, c.status, v.Record.Status)
+			require.Equal(t, mailtype.DetailOf(c.err), v.Record.Detail)
+			require.False(t, v.Record.Detail.IsZero())
+		})
+	}
+	require.True(t, decide(nil, Receipt{}, smtpAttempt(1, mailtype.PolicyRetry)).Record.Detail.IsZero())
+	require.True(t, decide(errLeaseExpired, Receipt{}, smtpAttempt(3, mailtype.PolicyRetry)).Record.Detail.IsZero())
+}

@@ -33,6 +33,9 @@ type Feedback struct {
 	ErrorClass  mailtype.Class
 	ErrorReason mailtype.Reason
 	Error       string
+	// Detail is the provider's detail of the failure, published as
+	// data.provider_detail; the key is left out when Detail is zero.
+	Detail mailtype.ProviderDetail
 }
 
 // feedbackEnvelope is the JSON body published on mail.events.
@@ -57,6 +60,8 @@ type feedbackData struct {
 	ErrorClass        string `json:"error_class,omitempty"`
 	ErrorReason       string `json:"error_reason,omitempty"`
 	Error             string `json:"error,omitempty"`
+	// ProviderDetail is nil, and the key left out, when there is no detail.
+	ProviderDetail *mailtype.ProviderDetail `json:"provider_detail,omitempty"`
 }
 
 // insertOutboxSQL takes the payload ($7) as text: in the exec and
@@ -82,6 +87,10 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
 		},
+	}
+	if !f.Detail.IsZero() {
+		d := f.Detail
+		env.Data.ProviderDetail = &d
 	}
 	body, err := json.Marshal(env)
 	if err != nil {

@@ -36,6 +36,11 @@ type Outcome struct {
 	ErrorClass  mailtype.Class
 	ErrorReason mailtype.Reason
 	Error       string
+	// Detail is what the provider said about a failed attempt (reply code,
+	// enhanced status code, HTTP status, error name); it goes to the
+	// feedback event with the error fields (data.provider_detail), never to
+	// last_error.
+	Detail mailtype.ProviderDetail
 	// Release ends a claim that never handed the mail to the provider: the
 	// row goes back to Status (pending, due after RetryAfter; failed for a
 	// mail found stale before its send) or, with a cancel requested, to
@@ -249,6 +254,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 		if r.status != mailtype.StatusSent {
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
+			fb.Detail = o.Detail
 		}
 		fbs = append(fbs, fb)
 		if r.cancelRequested && (r.status == mailtype.StatusSent || r.status == mailtype.StatusUnknown) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -88,33 +89,59 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // sent; every attempt sends identical bytes, so this is a key collision or
 // a payload changed by hand: the mail ends unknown, for reconciliation,
 // never failed and never retried under a new key); a concurrent request with the key, 408, 5xx,
-// 401 and 403 are transient; other 4xx are permanent (validation).
+// 401 and 403 are transient; other 4xx are permanent (validation). Every
+// answered call's error carries its HTTP status and error name as detail.
 func classify(ctx context.Context, e *exchange, msg string) error {
 	err := errors.New(msg)
-	if e.status == 0 {
-		reason := mailtype.ReasonConnect
-		if ctx.Err() != nil {
-			reason = mailtype.ReasonTimeout
-		}
-		if e.wrote.Load() {
-			return mailtype.NewError(mailtype.Ambiguous, reason, err)
-		}
-		return mailtype.NewError(mailtype.Transient, reason, err)
+	if e.status != 0 {
+		return classifyStatus(e, err)
+	}
+	reason := mailtype.ReasonConnect
+	if ctx.Err() != nil {
+		reason = mailtype.ReasonTimeout
+	}
+	if e.wrote.Load() {
+		return mailtype.NewError(mailtype.Ambiguous, reason, err)
+	}
+	return mailtype.NewError(mailtype.Transient, reason, err)
+}
+
+// classifyStatus classifies an answered call by its status and error name
+// (the rules of classify); the error carries both as its detail.
+func classifyStatus(e *exchange, err error) error {
+	detailed := func(class mailtype.Class, reason mailtype.Reason) *mailtype.Error {
+		me := mailtype.NewError(class, reason, err)
+		me.Detail = mailtype.ProviderDetail{HTTPStatus: e.status, ErrorName: errorName(e.errName)}
+		return me
 	}
 	switch s := e.status; {
 	case s == http.StatusTooManyRequests:
 		return &sender.ThrottleError{After: retryAfter(e.header, time.Now()),
-			Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, err)}
+			Err: detailed(mailtype.Transient, mailtype.ReasonRateLimited)}
 	case s == http.StatusConflict && e.errName == errConcurrentIdempotentRequests:
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
+		return detailed(mailtype.Transient, mailtype.ReasonDeferred)
 	case s == http.StatusConflict:
-		return mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse, err)
+		return detailed(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse)
 	case s >= 500 || s == http.StatusRequestTimeout:
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonServerError, err)
+		return detailed(mailtype.Transient, mailtype.ReasonServerError)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonAuth, err)
+		return detailed(mailtype.Transient, mailtype.ReasonAuth)
 	}
-	return mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
+	return detailed(mailtype.Permanent, mailtype.ReasonRejected)
+}
+
+// maxErrorName bounds the length of an error name kept as detail.
+const maxErrorName = 64
+
+// errorName returns name when it is an identifier of the shape Resend's
+// error names have (lower-case letters, digits and underscores, at most
+// maxErrorName bytes: "validation_error"), else "": the name is published
+// for consumers to switch on, so text of another shape is not passed on.
+func errorName(name string) string {
+	if len(name) > maxErrorName || strings.Trim(name, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+		return ""
+	}
+	return name
 }
 
 // retryAfter reads the delay a 429 asks for: Retry-After (seconds or an

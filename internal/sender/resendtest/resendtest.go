@@ -6,11 +6,12 @@
 // request while another with the same key is in progress is 409
 // concurrent_idempotent_requests; keys are 1-256 characters (400
 // invalid_idempotency_key). Faults can be scripted: 429 with Retry-After
-// and rate-limit headers, 500, 422, and a response lost after the mail was
-// sent. It records every request and every mail it sent.
+// and rate-limit headers, 500, 422, any status with a given error name, and
+// a response lost after the mail was sent. It records every request and every mail it sent.
 package resendtest
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -31,6 +32,7 @@ const KeyLifetime = 24 * time.Hour
 // Fault is what the next request does instead of sending normally.
 type Fault struct {
 	status     int
+	name       string
 	retryAfter int
 	lose       bool
 	hold       <-chan struct{}
@@ -47,6 +49,12 @@ func ServerError() Fault { return Fault{status: http.StatusInternalServerError} 
 
 // Invalid answers 422 validation_error; nothing is sent.
 func Invalid() Fault { return Fault{status: http.StatusUnprocessableEntity} }
+
+// Error answers status with the error body {"name": name, ...} (Resend API
+// reference, "Errors": 403 invalid_api_key, 422 invalid_from_address, 451
+// security_error, ...); nothing is sent and the key is not remembered. A
+// 429 gets the headers of RateLimited(0).
+func Error(status int, name string) Fault { return Fault{status: status, name: name} }
 
 // LoseResponse sends the mail, remembers the key with its response, then
 // closes the connection without answering.
@@ -219,14 +227,14 @@ func (s *Server) process(w http.ResponseWriter, key string, body []byte, headers
 			h.Set("ratelimit-limit", "2")
 			h.Set("ratelimit-remaining", "0")
 			h.Set("ratelimit-reset", fmt.Sprint(f.retryAfter))
-			s.answer(w, key, f.status, errorBody("rate_limit_exceeded", "too many requests"), false)
+			s.answer(w, key, f.status, errorBody(cmp.Or(f.name, "rate_limit_exceeded"), "too many requests"), false)
 			return
 		}
 		name := "internal_server_error"
 		if f.status == http.StatusUnprocessableEntity {
 			name = "validation_error"
 		}
-		s.answer(w, key, f.status, errorBody(name, "injected"), false)
+		s.answer(w, key, f.status, errorBody(cmp.Or(f.name, name), "injected"), false)
 		return
 	}
 	if f.hold != nil {

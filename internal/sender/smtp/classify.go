@@ -41,16 +41,18 @@ func classifySend(ctx context.Context, err error) error {
 	if code == 0 {
 		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
 	}
-	return byReplyCode(code, err)
+	return byReplyCode(code, sendDetail(se), err)
 }
 
 // byReplyCode classifies an SMTP reply code: 4xx transient (deferred), 5xx
-// permanent (rejected).
-func byReplyCode(code int, err error) error {
+// permanent (rejected). The error carries the reply's detail.
+func byReplyCode(code int, detail mailtype.ProviderDetail, err error) error {
+	e := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
 	if code >= 500 && code < 600 {
-		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
+		e = mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
 	}
-	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
+	e.Detail = detail
+	return e
 }
 
 // noReplyReason says why no reply came: the deadline, or a broken
@@ -65,10 +67,14 @@ func noReplyReason(ctx context.Context) mailtype.Reason {
 // dialError classifies a failure while connecting (connect, TLS, greeting,
 // EHLO, STARTTLS, AUTH). Nothing of a mail was sent yet, so it is always
 // transient, whatever the reply code (a 421 or 554 greeting, a 535 AUTH):
-// the mail is retried with backoff until attempts run out.
-func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) error {
+// the mail is retried with backoff until attempts run out. A refusal's
+// reply code and enhanced status code are kept as the error's detail: they
+// are what an EmailFailed reports once the attempts ran out.
+func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) *mailtype.Error {
 	if ctx.Err() != nil {
 		reason = mailtype.ReasonTimeout
 	}
-	return mailtype.NewError(mailtype.Transient, reason, fmt.Errorf("%s: %w", phase, err))
+	e := mailtype.NewError(mailtype.Transient, reason, fmt.Errorf("%s: %w", phase, err))
+	e.Detail = replyDetail(err)
+	return e
 }

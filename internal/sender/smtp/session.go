@@ -164,7 +164,9 @@ func (s *session) auth(ctx context.Context, client *gosmtp.Client) error {
 		return mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "no supported SMTP AUTH mechanism in %q", offered)
 	}
 	if err := client.Auth(a); err != nil {
-		return dialError(ctx, mailtype.ReasonAuth, "auth", fmt.Errorf("%s", mailtype.Sanitize(err.Error(), pass)))
+		e := dialError(ctx, mailtype.ReasonAuth, "auth", fmt.Errorf("%s", mailtype.Sanitize(err.Error(), pass)))
+		e.Detail = replyDetail(err) // the sanitized copy lost the reply
+		return e
 	}
 	return nil
 }

@@ -1,5 +1,6 @@
 // Package smtptest is a fault-injecting SMTP server for tests, on
 // github.com/emersion/go-smtp: scripted replies per phase (a 451 at DATA,
+// a 550 5.1.1 at RCPT, a reply without an enhanced status code,
 // a 421 greeting, a connection dropped at RCPT, a DATA that is taken but
 // never answered, or answered late), optional STARTTLS or implicit TLS with a throw-away CA,
 // optional AUTH PLAIN, a server that does not advertise 8BITMIME, and a
@@ -46,6 +47,9 @@ type Fault struct {
 	delay   time.Duration
 	release <-chan struct{}
 	then    *Fault
+	// verbatim: the reply is the code and the text, no enhanced status
+	// code added.
+	verbatim bool
 }
 
 type faultKind int
@@ -62,6 +66,16 @@ const (
 // Reply answers with code (4xx or 5xx) and text. At Data the message is
 // not taken.
 func Reply(code int, text string) Fault { return Fault{kind: kindReply, code: code, text: text} }
+
+// ReplyText answers with the line "<code> <text>" exactly as given: unlike
+// Reply (which prefaces the text with the enhanced status code "X.0.0"
+// derived from code, as go-smtp does), nothing is added, so text carries
+// its own enhanced status code ("5.1.1 <x> User unknown"), a malformed
+// one, or none. At Greeting, Reply and ReplyText are the same. At Data the
+// message is not taken.
+func ReplyText(code int, text string) Fault {
+	return Fault{kind: kindReply, code: code, text: text, verbatim: true}
+}
 
 // Drop closes the connection without a reply. At Data the message was
 // taken first (delivered): the reply is what got lost.
@@ -331,7 +345,11 @@ func (se *session) fault(p Phase) error {
 func (se *session) apply(f Fault) error {
 	switch f.kind {
 	case kindReply:
-		return &smtp.SMTPError{Code: f.code, EnhancedCode: smtp.EnhancedCodeNotSet, Message: f.text}
+		enhanced := smtp.EnhancedCodeNotSet
+		if f.verbatim {
+			enhanced = smtp.NoEnhancedCode
+		}
+		return &smtp.SMTPError{Code: f.code, EnhancedCode: enhanced, Message: f.text}
 	case kindDrop:
 		_ = se.c.Conn().Close()
 	case kindHang:
