@@ -154,6 +154,7 @@ func writeMail(w io.Writer, m store.MailView) {
 	row("status", string(m.Status))
 	row("verdict", verdict(m))
 	row("order_id", m.OrderID)
+	row("revision", fmt.Sprint(m.Revision))
 	row("template", m.Template+" ("+m.Locale+")")
 	row("to", m.ToEmail)
 	row("subject", m.Subject)
@@ -179,6 +180,9 @@ func writeMail(w io.Writer, m store.MailView) {
 func verdict(m store.MailView) string {
 	switch m.Status {
 	case mailtype.StatusSent:
+		if m.CancelEventID != "" && m.Template != mailtype.TemplateCancelNotice {
+			return "accepted by the provider at " + stamp(m.SentAt) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
+		}
 		return "accepted by the provider at " + stamp(m.SentAt)
 	case mailtype.StatusPending:
 		if m.SendAfter.After(time.Now()) {

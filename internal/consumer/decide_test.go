@@ -245,3 +245,48 @@ func TestDecideRenderErrorsArePermanent(t *testing.T) {
 		require.ErrorIs(t, got.Err, tc.err)
 	}
 }
+
+// data.revision (absent meaning 1) keys a confirmation by revision and
+// scopes a cancel to it; anything but a positive integer is
+// invalid_field, for both event types.
+func TestDecideRevision(t *testing.T) {
+	t.Parallel()
+	d := newDecider(t)
+	rev2 := confirmedEvent("77")
+	data(rev2)["revision"] = 2
+	rev2["dedupe_key"] = "order-confirmed:77:r2"
+	dec := d.Decide(consumer.Message{Body: body(t, rev2)})
+	require.Equal(t, consumer.ActionRecord, dec.Action, "%v", dec.Err)
+	require.Equal(t, 2, dec.Item.Mail.Revision)
+	require.Equal(t, "order-confirmed:77:r2", dec.Item.Mail.DedupeKey)
+
+	one := confirmedEvent("77")
+	data(one)["revision"] = 1.0
+	dec = d.Decide(consumer.Message{Body: body(t, one)})
+	require.Equal(t, consumer.ActionRecord, dec.Action, "%v", dec.Err)
+	require.Equal(t, 1, dec.Item.Mail.Revision, "1.0 is the integer 1, as JSON Schema counts it")
+
+	wrongKey := confirmedEvent("77")
+	data(wrongKey)["revision"] = 2 // but dedupe_key is still revision 1's
+	dec = d.Decide(consumer.Message{Body: body(t, wrongKey)})
+	require.Equal(t, consumer.ActionDeadLetter, dec.Action)
+	require.Equal(t, mailtype.ReasonInvalidField, dec.Err.Reason)
+	require.Contains(t, dec.Err.Error(), `must be "order-confirmed:77:r2"`)
+
+	c := cancelledEvent("77")
+	data(c)["revision"] = 3
+	dec = d.Decide(consumer.Message{Body: body(t, c)})
+	require.Equal(t, consumer.ActionRecord, dec.Action, "%v", dec.Err)
+	require.Equal(t, 3, dec.Item.Cancel.Revision)
+	dec = d.Decide(consumer.Message{Body: body(t, cancelledEvent("77"))})
+	require.Equal(t, 1, dec.Item.Cancel.Revision, "absent means 1")
+
+	for _, bad := range []any{0, -1, 1.5, "2", nil, true, 1e10, map[string]any{}} {
+		for _, ev := range []map[string]any{confirmedEvent("78"), cancelledEvent("78")} {
+			data(ev)["revision"] = bad
+			dec := d.Decide(consumer.Message{Body: body(t, ev)})
+			require.Equal(t, consumer.ActionDeadLetter, dec.Action, "revision %#v of %s", bad, ev["event_type"])
+			require.Equal(t, mailtype.ReasonInvalidField, dec.Err.Reason, "revision %#v", bad)
+		}
+	}
+}

@@ -18,6 +18,7 @@ type MailView struct {
 	EventID           string          `json:"event_id"` // "" for a tombstone
 	DedupeKey         string          `json:"dedupe_key"`
 	OrderID           string          `json:"order_id"`
+	Revision          int             `json:"revision"`
 	Template          string          `json:"template"`
 	Locale            string          `json:"locale"`
 	ToEmail           string          `json:"to_email"`
@@ -58,7 +59,7 @@ id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_ema
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
-updated_at, sent_at`
+updated_at, sent_at, revision`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -70,7 +71,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 	err := row.Scan(&m.ID, &m.EventID, &m.DedupeKey, &m.OrderID, &m.Template, &m.Locale, &m.ToEmail,
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
-		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt)
+		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision)
 	return m, err
 }
 
