@@ -25,6 +25,8 @@ type emitOptions struct {
 	locale    string
 	count     int
 	duplicate bool
+	// revision is data.revision; 0 or 1 leaves it out (absent means 1).
+	revision int
 }
 
 func newEmitCmd(e *env) *cobra.Command {
@@ -43,8 +45,8 @@ With --duplicate every event is published twice with the same event_id, as a pro
 			if args[0] == "order-cancelled" {
 				o.kind = mailtype.OrderCancelled
 			}
-			if o.orderID == "" || o.count < 1 || (o.locale != "vi" && o.locale != "en") {
-				return errors.New("--order-id is required, --count must be >= 1 and --locale vi or en")
+			if o.orderID == "" || o.count < 1 || (o.locale != "vi" && o.locale != "en") || o.revision < 1 {
+				return errors.New("--order-id is required, --count and --revision must be >= 1 and --locale vi or en")
 			}
 			cfg, err := e.load()
 			if err != nil {
@@ -58,6 +60,7 @@ With --duplicate every event is published twice with the same event_id, as a pro
 	cmd.Flags().StringVar(&o.locale, "locale", "vi", "vi or en: the customer, items and currency of the sample")
 	cmd.Flags().IntVar(&o.count, "count", 1, "number of events (consecutive order ids)")
 	cmd.Flags().BoolVar(&o.duplicate, "duplicate", false, "publish every event twice with the same event_id")
+	cmd.Flags().IntVar(&o.revision, "revision", 1, "data.revision: the order's revision (a reopened order is confirmed again as revision 2, ...)")
 	return cmd
 }
 
@@ -79,6 +82,7 @@ type sampleOrder struct {
 	Currency     string       `json:"currency"`
 	Total        string       `json:"total"`
 	Items        []sampleItem `json:"items"`
+	Revision     int          `json:"revision,omitempty"`
 }
 
 type sampleItem struct {
@@ -89,24 +93,30 @@ type sampleItem struct {
 }
 
 type sampleCancel struct {
-	OrderID string `json:"order_id"`
-	Reason  string `json:"reason"`
+	OrderID  string `json:"order_id"`
+	Reason   string `json:"reason"`
+	Revision int    `json:"revision,omitempty"`
 }
 
 // sampleData returns the data of a sample event for one order.
 func sampleData(o emitOptions, orderID string) (any, string) {
+	rev := 0 // revision 1 is sent as absent, as producers without revisions do
+	if o.revision > 1 {
+		rev = o.revision
+	}
 	if o.kind == mailtype.OrderCancelled {
-		return sampleCancel{OrderID: orderID, Reason: "customer_request"}, "order-cancelled:" + orderID
+		return sampleCancel{OrderID: orderID, Reason: "customer_request", Revision: rev}, mailtype.CancelNoticeKey(orderID, o.revision)
 	}
 	d := sampleOrder{OrderID: orderID, Email: o.email, Locale: o.locale,
 		CustomerName: "Nguyễn Văn B", Currency: "VND", Total: "1400000",
-		Items: []sampleItem{{"SKU-1", "Áo thun", 2, "625000"}, {"SKU-2", "Nón lá", 1, "150000"}},
+		Items:    []sampleItem{{"SKU-1", "Áo thun", 2, "625000"}, {"SKU-2", "Nón lá", 1, "150000"}},
+		Revision: rev,
 	}
 	if o.locale == "en" {
 		d.CustomerName, d.Currency, d.Total = "Jane Doe", "USD", "52.30"
 		d.Items = []sampleItem{{"SKU-1", "T-shirt", 2, "19.90"}, {"SKU-2", "Cap", 1, "12.50"}}
 	}
-	return d, mailtype.ConfirmationKey(orderID)
+	return d, mailtype.ConfirmationKeyAt(orderID, o.revision)
 }
 
 // nthOrderID is the order id of the i-th event (from 0).
