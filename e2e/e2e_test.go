@@ -83,12 +83,13 @@ func TestEndToEnd(t *testing.T) {
 		s.waitStatus(t, fmt.Sprintf("order-confirmed:%d", i), "cancelled")
 		pub.publish(t, confirmed(i, "vi"))
 	}
-	// Cancel after sent: too late.
+	// Cancel after sent: too late, and the customer gets a cancellation
+	// notice (its own EmailSent).
 	s.waitStatus(t, "order-confirmed:1", "sent")
 	pub.publish(t, cancelled(1))
 
-	got := fb.collect(t, orders+5+1, 2*time.Minute)
-	require.Eventually(t, func() bool { return mp.count(t) >= orders }, time.Minute, 100*time.Millisecond)
+	got := fb.collect(t, orders+5+1+1, 2*time.Minute)
+	require.Eventually(t, func() bool { return mp.count(t) >= orders+1 }, time.Minute, 100*time.Millisecond)
 
 	checkFeedback(t, got, orders)
 	checkMails(t, mp, orders)
@@ -105,7 +106,7 @@ func TestEndToEnd(t *testing.T) {
 	require.Contains(t, metrics, `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="inserted"} 200`)
 	require.Contains(t, metrics, `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="duplicate"} 25`)
 	p.stop(t, 30*time.Second)
-	require.Equal(t, orders, mp.count(t), "no mail may arrive twice or for a cancelled order")
+	require.Equal(t, orders+1, mp.count(t), "no mail may arrive twice or for a cancelled order; one notice")
 }
 
 // checkFeedback: one EmailSent per order with message_id = event_id, one
@@ -120,10 +121,11 @@ func checkFeedback(t *testing.T, got []feedback, orders int) {
 		}
 		byType[f.EventType][f.DedupeKey]++
 	}
-	require.Len(t, byType["EmailSent"], orders)
+	require.Len(t, byType["EmailSent"], orders+1)
 	for key, n := range byType["EmailSent"] {
 		require.Equal(t, 1, n, "EmailSent for %s", key)
 	}
+	require.Equal(t, 1, byType["EmailSent"]["order-cancelled:1"], "the cancellation notice")
 	require.Len(t, byType["EmailCancelled"], 5)
 	require.Equal(t, map[string]int{"order-confirmed:1": 1}, byType["EmailCancelTooLate"])
 	require.Len(t, byType["EmailFailed"], 0)
@@ -134,10 +136,17 @@ func checkFeedback(t *testing.T, got []feedback, orders int) {
 func checkMails(t *testing.T, mp *mailpit, orders int) {
 	t.Helper()
 	msgs := mp.messages(t)
-	require.Len(t, msgs, orders)
+	require.Len(t, msgs, orders+1)
 	seen := map[string]bool{}
+	notices := 0
 	for _, sm := range msgs {
 		require.Len(t, sm.To, 1)
+		if sm.Subject == "Đơn hàng #1 đã bị hủy" {
+			notices++
+			require.Equal(t, "customer1@example.com", sm.To[0].Address, "to the confirmation's address")
+			require.Contains(t, mp.message(t, sm.ID).Text, "1.250.000 ₫", "the total as confirmed")
+			continue
+		}
 		var id int
 		_, err := fmt.Sscanf(sm.To[0].Address, "customer%d@example.com", &id)
 		require.NoError(t, err, sm.To[0].Address)
@@ -155,4 +164,5 @@ func checkMails(t *testing.T, mp *mailpit, orders int) {
 		require.True(t, strings.Contains(full.HTML, "<table"), "HTML part present")
 	}
 	require.Len(t, seen, orders)
+	require.Equal(t, 1, notices)
 }
