@@ -42,9 +42,12 @@ type chaosSummary struct {
 	lostReplyOrders, lostReplyUnknown   int
 	unknownNeverHanded, failedDelivered int
 	contradictory, settlements          int
-	// tooLateCancelled lists the keys with EmailCancelTooLate followed by
-	// EmailCancelled (never delivered).
-	tooLateCancelled              []string
+	// tooLateCancelled lists the keys with EmailCancelTooLate and
+	// EmailCancelled both (a contradiction).
+	tooLateCancelled []string
+	// notices counts the cancellation notices, noticesDelivered those
+	// the SMTP server took.
+	notices, noticesDelivered     int
 	feedback, stuck, deadLettered int
 	unpublished                   int
 }
@@ -55,9 +58,11 @@ func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
 	rows := r.mailRows()
 	events := r.outboxEvents()
 	dels := r.deliveriesByKey()
-	sum.rows = len(rows)
-	for _, m := range rows {
-		sum.byStatus[m.status]++
+	for key, m := range rows {
+		if _, ok := plan.kind[key]; ok {
+			sum.rows++
+			sum.byStatus[m.status]++
+		}
 	}
 	sum.stuck = sum.byStatus["sending"]
 	sum.deadLettered = queueDepth(t, r.s.names.DeadLetterQueue)
@@ -68,6 +73,10 @@ func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
 		broken = append(broken, r.checkDeliveries(key, ds, &sum)...)
 		broken = append(broken, r.checkStatus(key, kind, m, ds, events[key], &sum)...)
 		broken = append(broken, checkMailFeedback(key, m.status, ds, events[key], &sum)...)
+		broken = append(broken, r.checkNotice(key, events[key], rows, dels, events, &sum)...)
+	}
+	if notices := len(rows) - sum.rows; notices != sum.notices {
+		broken = append(broken, fmt.Sprintf("%d rows beside the confirmations, %d of them cancellation notices of a cancel that came too late", notices, sum.notices))
 	}
 	for _, f := range r.faults {
 		if len(f.last) > chaosWorkers {
@@ -120,7 +129,8 @@ func (r *chaosRig) summary(sum *chaosSummary) string {
 	fmt.Fprintf(&b, "  lost-reply orders %d (ended unknown %d)\n", sum.lostReplyOrders, sum.lostReplyUnknown)
 	fmt.Fprintf(&b, "  unknown never handed to the provider %d, failed yet delivered %d, contradictory feedback %d, settlements (EmailUnknown then EmailSent) %d\n",
 		sum.unknownNeverHanded, sum.failedDelivered, sum.contradictory, sum.settlements)
-	fmt.Fprintf(&b, "  EmailCancelTooLate then EmailCancelled (a cancel met a claimed row, nothing delivered) %d %v\n", len(sum.tooLateCancelled), sum.tooLateCancelled)
+	fmt.Fprintf(&b, "  EmailCancelTooLate and EmailCancelled both (contradictory) %d %v\n", len(sum.tooLateCancelled), sum.tooLateCancelled)
+	fmt.Fprintf(&b, "  cancellation notices %d (delivered %d)\n", sum.notices, sum.noticesDelivered)
 	fmt.Fprintf(&b, "  feedback events %d (unpublished %d), stuck in sending %d, dead-lettered %d\n", sum.feedback, sum.unpublished, sum.stuck, sum.deadLettered)
 	fmt.Fprintf(&b, "  relay leader vanished: %s", strings.Join(r.takeover, "; "))
 	return b.String()
@@ -251,9 +261,8 @@ func checkMailFeedback(key, status string, ds []delivery, evs []string, sum *cha
 			why = append(why, fmt.Sprintf("EmailCancelled though delivered %d times", len(ds)))
 		}
 		if seen["EmailCancelTooLate"] > 0 {
-			// The cancel met a claimed row ("a cancel arrived while
-			// sending"), whose send then ended without delivery.
 			sum.tooLateCancelled = append(sum.tooLateCancelled, key)
+			why = append(why, "EmailCancelTooLate for a mail that was never delivered")
 		}
 	case "EmailUnknown,EmailSent":
 		sum.settlements++
@@ -268,6 +277,35 @@ func checkMailFeedback(key, status string, ds []delivery, evs []string, sum *cha
 	}
 	sum.contradictory++
 	return []string{fmt.Sprintf("%s: contradictory feedback %v (status %s, %d deliveries): %s", key, evs, status, len(ds), strings.Join(why, "; "))}
+}
+
+// checkNotice: a confirmation that was too late to cancel (it has
+// EmailCancelTooLate) has exactly one cancellation notice, which ends
+// like any mail (its deliveries and events are checked the same way);
+// any other has none.
+func (r *chaosRig) checkNotice(key string, evs []string, rows map[string]mailRow, dels map[string][]delivery,
+	events map[string][]string, sum *chaosSummary) []string {
+	notice := "order-cancelled:" + strings.TrimPrefix(key, "order-confirmed:")
+	n, exists := rows[notice]
+	if count(evs, "EmailCancelTooLate") == 0 {
+		if exists {
+			return []string{fmt.Sprintf("%s: a cancellation notice though its cancel was not too late (%v)", key, evs)}
+		}
+		return nil
+	}
+	if !exists {
+		return []string{fmt.Sprintf("%s: too late to cancel, but no cancellation notice", key)}
+	}
+	sum.notices++
+	ds := dels[notice]
+	if len(ds) > 0 {
+		sum.noticesDelivered++
+	}
+	broken := r.checkDeliveries(notice, ds, sum)
+	if n.status != "sent" && n.status != "unknown" {
+		broken = append(broken, fmt.Sprintf("%s ended %s", notice, n.status))
+	}
+	return append(broken, checkMailFeedback(notice, n.status, ds, events[notice], sum)...)
 }
 
 func count(evs []string, e string) int {

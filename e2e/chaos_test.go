@@ -182,7 +182,7 @@ func (r *chaosRig) settle(plan *chaosPlan) {
 	// EmailCancelTooLate), every mail is done, every event published.
 	settled := waitUntil(3*time.Minute, func() bool {
 		return sc.QueryInt(r.t, `SELECT count(DISTINCT dedupe_key) FROM outbox WHERE event_type IN ('EmailCancelled', 'EmailCancelTooLate')`) == cancels &&
-			sc.QueryInt(r.t, `SELECT count(*) FROM mail`) == int64(len(plan.kind)) &&
+			sc.QueryInt(r.t, `SELECT count(*) FROM mail WHERE template = 'order_confirmed'`) == int64(len(plan.kind)) &&
 			sc.QueryInt(r.t, `SELECT count(*) FROM mail WHERE status IN ('pending','sending')`) == 0 &&
 			sc.QueryInt(r.t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0
 	})
