@@ -235,7 +235,7 @@ func TestValidateFeedback(t *testing.T) {
 		{"valid failure", "EmailFailed", nil, nil},
 		{"a sent mail carries no error", "EmailSent", func(d map[string]any) {
 			d["status"] = "sent"
-			d["provider_message_id"] = "250 2.0.0 Ok: queued as 4F3A1"
+			d["provider_message_id"] = "2.0.0 Ok: queued as 4F3A1"
 		}, []string{"data.error: is not allowed", "data.error_class: is not allowed", "data.error_reason: is not allowed"}},
 		{"a failure names its reason", "EmailFailed", func(d map[string]any) {
 			delete(d, "error_class")
