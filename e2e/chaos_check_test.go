@@ -403,6 +403,7 @@ func (r *chaosRig) checkPublished(fb *feedbackQueue) ([]string, int) {
 	for missing > 0 && time.Now().Before(deadline) {
 		select {
 		case d := <-fb.out:
+			requireContract(r.t, d)
 			var f feedback
 			require.NoError(r.t, json.Unmarshal(d.Body, &f))
 			f.MessageID = d.MessageId

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/api"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 )
 
@@ -144,6 +145,7 @@ func (q *feedbackQueue) collect(t testing.TB, want int, within time.Duration) []
 	for len(got) < want {
 		select {
 		case d := <-q.out:
+			requireContract(t, d)
 			var f feedback
 			require.NoError(t, json.Unmarshal(d.Body, &f))
 			f.MessageID, f.RoutingKey = d.MessageId, d.RoutingKey
@@ -153,4 +155,14 @@ func (q *feedbackQueue) collect(t testing.TB, want int, within time.Duration) []
 		}
 	}
 	return got
+}
+
+// requireContract fails the test unless d is a feedback event as
+// api/asyncapi.yaml describes it: its body valid by its type's schema, its
+// routing key and properties those of the document.
+func requireContract(t testing.TB, d amqp.Delivery) {
+	t.Helper()
+	reasons := api.ValidateFeedbackMessage(api.Message{RoutingKey: d.RoutingKey, MessageID: d.MessageId, Type: d.Type,
+		ContentType: d.ContentType, Persistent: d.DeliveryMode == amqp.Persistent, Body: d.Body})
+	require.Empty(t, reasons, "a feedback event breaks the contract (api/asyncapi.yaml): %s", d.Body)
 }

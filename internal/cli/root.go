@@ -90,6 +90,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newMailCmd(e),
 		newDLQCmd(e),
 		newEmitCmd(e),
+		newEventCmd(e),
 	)
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
