@@ -244,7 +244,7 @@ func TestValidateFeedback(t *testing.T) {
 		{"revision is required", "EmailFailed", func(d map[string]any) { delete(d, "revision") },
 			[]string{"data.revision: is required"}},
 		{"status of the event type", "EmailCancelTooLate", func(d map[string]any) { d["status"] = "failed" },
-			[]string{"data.status: value must be one of 'sending', 'sent', 'unknown'"}},
+			[]string{"data.status: value must be one of 'sent', 'unknown'"}},
 		{"closed lists", "EmailUnknown", func(d map[string]any) {
 			d["status"], d["error_reason"], d["provider"], d["template"] = "unknown", "because", "mailgun", "welcome"
 		}, []string{

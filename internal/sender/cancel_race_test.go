@@ -2,12 +2,14 @@ package sender_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/api"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
@@ -78,6 +80,7 @@ func TestCancelRacingASend(t *testing.T) {
 			require.Eventually(t, func() bool { return int(b.count(t, `SELECT count(*) FROM outbox`)) == len(tc.events) },
 				10*time.Second, 10*time.Millisecond, "events %v", tc.events)
 			require.Equal(t, tc.events, outboxEvents(t, b))
+			requireOutboxValid(t, b)
 			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = $2 AND cancel_event_id = $3`,
 				id, string(tc.status), cancel.EventID))
 			require.Equal(t, tc.deliveries, b.srv.Count())
@@ -141,4 +144,17 @@ func TestStaleAtSendTime(t *testing.T) {
 	require.Equal(t, map[string]string{"EmailFailed": "stale"},
 		b.sc.QueryMap(t, `SELECT event_type, payload->'data'->>'error_reason' FROM outbox`))
 	require.Equal(t, 0, b.srv.Count())
+}
+
+// requireOutboxValid checks every outbox payload against the published
+// JSON Schema of its event type (api/schemas).
+func requireOutboxValid(t *testing.T, b *bundle) {
+	t.Helper()
+	for typ, payloads := range b.sc.QueryMap(t, `SELECT event_type, json_agg(payload)::text FROM outbox GROUP BY 1`) {
+		var all []json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(payloads), &all))
+		for _, p := range all {
+			require.Empty(t, api.ValidateFeedback(typ, p), "%s %s", typ, p)
+		}
+	}
 }

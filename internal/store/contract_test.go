@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/api"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -131,6 +132,9 @@ func TestCancelOutcomeTable(t *testing.T) {
 			require.Equal(t, []mailtype.Outcome{tc.outcome, mailtype.OutcomeDuplicate}, b.ingest(t, c, c))
 			require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf(order)), "another cancel of the same order")
 			require.Equal(t, tc.events, b.events(t, order))
+			for typ, payload := range b.sc.QueryMap(t, `SELECT event_type, payload::text FROM outbox`) {
+				require.Empty(t, api.ValidateFeedback(typ, []byte(payload)), "%s %s", typ, payload)
+			}
 			recorded := c.Cancel.EventID
 			if tc.status == mailtype.StatusCancelled && tc.outcome == mailtype.OutcomeDuplicate {
 				recorded = "00000000-0000-4000-8000-000000000001" // its own cancel's, untouched
