@@ -154,6 +154,13 @@ var driftCases = []driftCase{
 		ev["dedupe_key"] = "order-confirmed:42:r2"
 	}, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "cancelled, revision 0", base: cancelled, change: func(ev map[string]any) { data(ev)["revision"] = 0 }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "revision beyond 2147483647", base: cancelled, change: func(ev map[string]any) { data(ev)["revision"] = 2147483648 }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "order_id ending in a revision suffix", base: confirmed, change: func(ev map[string]any) {
+		data(ev)["order_id"] = "K:r2"
+		ev["dedupe_key"] = "order-confirmed:K:r2"
+	}, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "order_id with a resend suffix", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = "K:resend:1" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "order_id with a colon elsewhere is fine", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = "shop:r2x:42" }, want: valid},
 
 	{name: "another event type", base: cancelled, change: func(ev map[string]any) { ev["event_type"] = "OrderShipped" }, want: ignored},
 
@@ -164,6 +171,8 @@ var driftCases = []driftCase{
 	{name: "currency not in ISO 4217", base: confirmed, change: func(ev map[string]any) { data(ev)["currency"] = "XYZ" }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "more decimals than the currency has", base: confirmed, change: func(ev map[string]any) { item(ev, 0)["unit_price"] = "625000.5" }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "an integer written 1.0", base: confirmed, change: func(ev map[string]any) { ev["version"] = json.RawMessage("1.0") }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
+	{name: "a revision written 2.0", base: cancelled, change: func(ev map[string]any) { data(ev)["revision"] = json.RawMessage("2.0") }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
+	{name: "a revision written 1e2", base: cancelled, change: func(ev map[string]any) { data(ev)["revision"] = json.RawMessage("1e2") }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "order_id over 200 bytes but not characters", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = strings.Repeat("đ", 101) }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "a NUL in an unknown field", base: confirmed, change: func(ev map[string]any) { data(ev)["note"] = "a\x00b" }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "body over 256 KiB", base: cancelled, change: func(ev map[string]any) { data(ev)["note"] = strings.Repeat("x", 262144) }, want: consumerOnly, reason: mailtype.ReasonTooLarge},

@@ -160,13 +160,23 @@ func splitEvents(b []byte) ([]json.RawMessage, error) {
 		return events, nil
 	}
 	var events []json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	for dec.More() {
+	for rest := trimmed; len(bytes.TrimSpace(rest)) > 0; {
+		dec := json.NewDecoder(bytes.NewReader(rest))
 		var ev json.RawMessage
-		if err := dec.Decode(&ev); err != nil {
+		if err := dec.Decode(&ev); err == nil {
+			events = append(events, ev)
+			rest = rest[dec.InputOffset():]
+			continue
+		} else if bytes.IndexByte(trimmed, '\n') < 0 {
 			return nil, fmt.Errorf("event %d is not JSON: %w", len(events)+1, err)
 		}
-		events = append(events, ev)
+		// NDJSON with a broken line: that line is one (invalid) event, and
+		// reading goes on after it, as the consumer judges every message
+		// on its own.
+		rest = bytes.TrimLeft(rest, " \t\r\n")
+		line, after, _ := bytes.Cut(rest, []byte("\n"))
+		events = append(events, json.RawMessage(bytes.TrimSpace(line)))
+		rest = after
 	}
 	return events, nil
 }

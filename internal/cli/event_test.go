@@ -86,6 +86,19 @@ func TestEventValidateStdin(t *testing.T) {
 		"-: event 1: consumer: ignored: mailsvc does not handle this event_type (the consumer acknowledges and drops it)\n", out)
 }
 
+// A broken line of NDJSON does not hide the lines after it: each line is
+// judged on its own, as the consumer judges each message.
+func TestEventValidateNDJSONWithABrokenLine(t *testing.T) {
+	t.Parallel()
+	out, err := runValidate(t, validConfirmed+"\n{bad\n"+validCancelled+"\n", "-")
+	require.Equal(t, 2, ExitCode(err))
+	require.Contains(t, out, "-: event 1: valid\n")
+	require.Contains(t, out, "-: event 2: consumer: malformed_json: ")
+	require.Contains(t, out, "-: event 3: valid\n")
+	require.Equal(t, 3, strings.Count(out, "-: event 2: ")+strings.Count(out, "-: event 1: ")+strings.Count(out, "-: event 3: ")-1,
+		"event 2 gets a schema and a consumer reason, the others one line each")
+}
+
 func TestEventValidateRefusesUnreadableInput(t *testing.T) {
 	t.Parallel()
 	for name, in := range map[string]string{"empty": " \n", "empty array": "[]", "not JSON": `{"event_id": `, "broken array": `[{}`} {

@@ -161,7 +161,7 @@ func writeMail(w io.Writer, m store.MailView) {
 	row("event_id", m.EventID)
 	row("cancel_event_id", m.CancelEventID)
 	row("message_id", m.MessageID)
-	row("attempts", fmt.Sprint(m.Attempts))
+	row("attempts", fmt.Sprintf("%d sends started (as the feedback events count them), %d claims", m.Sends, m.Attempts))
 	row("provider", strings.TrimSpace(m.Provider+" "+m.ProviderMessageID))
 	row("last_error", m.LastError)
 	row("created_at", stamp(&m.CreatedAt))
@@ -186,9 +186,9 @@ func verdict(m store.MailView) string {
 		return "accepted by the provider at " + stamp(m.SentAt)
 	case mailtype.StatusPending:
 		if m.SendAfter.After(time.Now()) {
-			return fmt.Sprintf("not sent yet: next attempt after %s (%d attempts so far)", stamp(&m.SendAfter), m.Attempts)
+			return fmt.Sprintf("not sent yet: next attempt after %s (%d sends so far)", stamp(&m.SendAfter), m.Sends)
 		}
-		return fmt.Sprintf("not sent yet: due now, waiting for a sender (%d attempts so far)", m.Attempts)
+		return fmt.Sprintf("not sent yet: due now, waiting for a sender (%d sends so far)", m.Sends)
 	case mailtype.StatusSending:
 		return "being sent now by " + m.LockedBy + ", lease until " + stamp(m.LockedUntil)
 	case mailtype.StatusFailed:

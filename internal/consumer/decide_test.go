@@ -261,10 +261,10 @@ func TestDecideRevision(t *testing.T) {
 	require.Equal(t, "order-confirmed:77:r2", dec.Item.Mail.DedupeKey)
 
 	one := confirmedEvent("77")
-	data(one)["revision"] = 1.0
+	data(one)["revision"] = 1
 	dec = d.Decide(consumer.Message{Body: body(t, one)})
 	require.Equal(t, consumer.ActionRecord, dec.Action, "%v", dec.Err)
-	require.Equal(t, 1, dec.Item.Mail.Revision, "1.0 is the integer 1, as JSON Schema counts it")
+	require.Equal(t, 1, dec.Item.Mail.Revision)
 
 	wrongKey := confirmedEvent("77")
 	data(wrongKey)["revision"] = 2 // but dedupe_key is still revision 1's
@@ -281,12 +281,33 @@ func TestDecideRevision(t *testing.T) {
 	dec = d.Decide(consumer.Message{Body: body(t, cancelledEvent("77"))})
 	require.Equal(t, 1, dec.Item.Cancel.Revision, "absent means 1")
 
-	for _, bad := range []any{0, -1, 1.5, "2", nil, true, 1e10, map[string]any{}} {
+	for _, bad := range []any{0, -1, 1.5, "2", nil, true, 1e10, map[string]any{}, json.RawMessage("2.0"), json.RawMessage("1e2"),
+		json.RawMessage("2147483648"), json.RawMessage("-0")} {
 		for _, ev := range []map[string]any{confirmedEvent("78"), cancelledEvent("78")} {
 			data(ev)["revision"] = bad
 			dec := d.Decide(consumer.Message{Body: body(t, ev)})
 			require.Equal(t, consumer.ActionDeadLetter, dec.Action, "revision %#v of %s", bad, ev["event_type"])
 			require.Equal(t, mailtype.ReasonInvalidField, dec.Err.Reason, "revision %#v", bad)
 		}
+	}
+}
+
+// An order id that ends in ":r" and digits or contains ":resend:" would
+// share its dedupe keys with a revision or a resend of another order: it
+// is dead-lettered, never silently taken for a duplicate.
+func TestDecideOrderIDWithAReservedSuffix(t *testing.T) {
+	t.Parallel()
+	d := newDecider(t)
+	for _, id := range []string{"K:r2", "K:r2:r3", "K:resend:1", "a:resend:"} {
+		ev := confirmedEvent(id)
+		dec := d.Decide(consumer.Message{Body: body(t, ev)})
+		require.Equal(t, consumer.ActionDeadLetter, dec.Action, id)
+		require.Equal(t, mailtype.ReasonInvalidField, dec.Err.Reason, id)
+		dec = d.Decide(consumer.Message{Body: body(t, cancelledEvent(id))})
+		require.Equal(t, consumer.ActionDeadLetter, dec.Action, id)
+	}
+	for _, id := range []string{"K:r", "K:rx2", "shop:r2x:42", "K:resend"} {
+		dec := d.Decide(consumer.Message{Body: body(t, confirmedEvent(id))})
+		require.Equal(t, consumer.ActionRecord, dec.Action, "%s: %v", id, dec.Err)
 	}
 }

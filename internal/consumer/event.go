@@ -59,24 +59,27 @@ type orderData struct {
 // a PostgreSQL integer.
 const maxRevision = math.MaxInt32
 
-// revision reads data.revision: absent means 1; otherwise a JSON number
-// whose value is an integer from 1 to maxRevision (1.0 and 1e1 are
-// integers, as JSON Schema's "integer" counts them), else invalid_field.
-// A null revision is invalid too: the contract says absent, not null.
+// revision reads data.revision: absent means 1; otherwise a JSON integer
+// written without fraction or exponent, like every integer of the
+// contract (2, not 2.0 or 2e0), from 1 to maxRevision, else
+// invalid_field. A null revision is invalid too: the contract says
+// absent, not null.
 func (d *orderData) revision() (int, *mailtype.Error) {
 	if len(d.Revision) == 0 {
 		return 1, nil
 	}
-	bad := permanent(mailtype.ReasonInvalidField, "data.revision %s is not a positive integer", mailtype.Sanitize(string(d.Revision)))
-	if c := d.Revision[0]; c != '-' && (c < '0' || c > '9') {
-		return 0, bad // a string, null, a bool, an object
+	n, err := strconv.ParseInt(string(d.Revision), 10, 64)
+	if err != nil || n < 1 || n > maxRevision || d.Revision[0] == '+' {
+		return 0, permanent(mailtype.ReasonInvalidField, "data.revision %s is not an integer from 1 to %d", mailtype.Sanitize(string(d.Revision)), maxRevision)
 	}
-	f, err := strconv.ParseFloat(string(d.Revision), 64)
-	if err != nil || f != math.Trunc(f) || f < 1 || f > maxRevision {
-		return 0, bad
-	}
-	return int(f), nil
+	return int(n), nil
 }
+
+// reservedOrderIDRE matches order ids that would share their dedupe keys
+// with another order's: a key suffix ":r{n}" names a revision and
+// ":resend:" an operator's resend (mailtype.ConfirmationKeyAt,
+// store.ResendSuffix).
+var reservedOrderIDRE = regexp.MustCompile(`:(r[0-9]+$|resend:)`)
 
 type itemData struct {
 	SKU       string `json:"sku"`
@@ -281,6 +284,10 @@ func parseOrderID(raw json.RawMessage) (string, *orderData, *mailtype.Error) {
 	id := string(*d.OrderID)
 	if err := checkIdentifier("data.order_id", id, maxOrderIDLen); err != nil {
 		return "", nil, err
+	}
+	if reservedOrderIDRE.MatchString(id) {
+		return "", nil, permanent(mailtype.ReasonInvalidField,
+			"data.order_id %q ends in :r and digits or contains :resend:, which name a revision and a resend in dedupe keys: it would share keys with another order", mailtype.Sanitize(id))
 	}
 	return id, &d, nil
 }

@@ -14,32 +14,36 @@ import (
 // with the feedback events written for it. Optional columns that are NULL
 // read as "" or a nil time.
 type MailView struct {
-	ID                int64           `json:"id"`
-	EventID           string          `json:"event_id"` // "" for a tombstone
-	DedupeKey         string          `json:"dedupe_key"`
-	OrderID           string          `json:"order_id"`
-	Revision          int             `json:"revision"`
-	Template          string          `json:"template"`
-	Locale            string          `json:"locale"`
-	ToEmail           string          `json:"to_email"`
-	Subject           string          `json:"subject"`
-	MessageID         string          `json:"message_id"`
-	Status            mailtype.Status `json:"status"`
-	CancelRequested   bool            `json:"cancel_requested"`
-	CancelEventID     string          `json:"cancel_event_id,omitempty"`
-	Attempts          int             `json:"attempts"`
-	LockedUntil       *time.Time      `json:"locked_until,omitempty"`
-	LockedBy          string          `json:"locked_by,omitempty"`
-	SendAfter         time.Time       `json:"send_after"`
-	FirstAttemptAt    *time.Time      `json:"first_attempt_at,omitempty"`
-	Provider          string          `json:"provider,omitempty"`
-	ProviderMessageID string          `json:"provider_message_id,omitempty"`
-	LastError         string          `json:"last_error,omitempty"`
-	OccurredAt        *time.Time      `json:"occurred_at,omitempty"`
-	CreatedAt         time.Time       `json:"created_at"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-	SentAt            *time.Time      `json:"sent_at,omitempty"`
-	Feedback          []FeedbackView  `json:"feedback"`
+	ID              int64           `json:"id"`
+	EventID         string          `json:"event_id"` // "" for a tombstone
+	DedupeKey       string          `json:"dedupe_key"`
+	OrderID         string          `json:"order_id"`
+	Revision        int             `json:"revision"`
+	Template        string          `json:"template"`
+	Locale          string          `json:"locale"`
+	ToEmail         string          `json:"to_email"`
+	Subject         string          `json:"subject"`
+	MessageID       string          `json:"message_id"`
+	Status          mailtype.Status `json:"status"`
+	CancelRequested bool            `json:"cancel_requested"`
+	CancelEventID   string          `json:"cancel_event_id,omitempty"`
+	// Attempts is the number of claims (the fencing token); Sends the
+	// sends that started, which max_attempts bounds and the feedback
+	// events' attempts report.
+	Attempts          int            `json:"attempts"`
+	Sends             int            `json:"sends"`
+	LockedUntil       *time.Time     `json:"locked_until,omitempty"`
+	LockedBy          string         `json:"locked_by,omitempty"`
+	SendAfter         time.Time      `json:"send_after"`
+	FirstAttemptAt    *time.Time     `json:"first_attempt_at,omitempty"`
+	Provider          string         `json:"provider,omitempty"`
+	ProviderMessageID string         `json:"provider_message_id,omitempty"`
+	LastError         string         `json:"last_error,omitempty"`
+	OccurredAt        *time.Time     `json:"occurred_at,omitempty"`
+	CreatedAt         time.Time      `json:"created_at"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+	SentAt            *time.Time     `json:"sent_at,omitempty"`
+	Feedback          []FeedbackView `json:"feedback"`
 }
 
 // FeedbackView is one outbox row (a feedback event on mail.events) of a mail.
@@ -59,7 +63,7 @@ id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_ema
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
-updated_at, sent_at, revision`
+updated_at, sent_at, revision, sends`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -71,7 +75,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 	err := row.Scan(&m.ID, &m.EventID, &m.DedupeKey, &m.OrderID, &m.Template, &m.Locale, &m.ToEmail,
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
-		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision)
+		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends)
 	return m, err
 }
 

@@ -30,7 +30,7 @@ func ExampleRegistry_Render() {
 	// Output:
 	// Your order #42 is confirmed
 	// Nguyễn Văn B <b@example.com>
-	// 24h0m0s
+	// 0s
 }
 
 // The cancellation notice renders from the same Order as the confirmation:
@@ -58,5 +58,5 @@ func ExampleRegistry_Render_orderCancelled() {
 	// Output:
 	// vi Đơn hàng #42 đã bị hủy
 	// en Your order #42 has been cancelled
-	// 72h0m0s
+	// 0s
 }
