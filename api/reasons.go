@@ -19,25 +19,27 @@ var printer = message.NewPrinter(language.English)
 // code" rather than quoting a regular expression. TestEveryPatternHasAPhrase
 // keeps it complete.
 var patternPhrases = map[string]string{
-	uuidPattern:           "is not a UUID (8-4-4-4-12 hexadecimal digits)",
-	timestampPattern:      "is not an RFC 3339 date-time with an offset, such as 2026-09-18T08:00:00Z",
-	identifierPattern:     "is empty, or has a control character or white space at either end",
-	`^order-confirmed:`:   "does not start with order-confirmed:",
-	customerNamePattern:   "contains a line break or a NUL",
-	localePattern:         "has a control character or white space at either end",
-	`^[^\x00\r\n]*$`:      "contains CR, LF or NUL",
-	visiblePattern:        "has no visible character",
-	`^[0-9]+(\.[0-9]+)?$`: "is not a decimal amount (digits with an optional '.' fraction)",
-	`^[A-Z]{3}$`:          "is not an upper-case ISO 4217 code",
-	`^[^\x00-\x1f\x7f]*$`: "contains a control character",
-	enhancedCodePattern:   "is not an RFC 3463 status code class.subject.detail",
-	addressLikePattern:    "looks like an e-mail address",
+	uuidPattern:            "is not a UUID (8-4-4-4-12 hexadecimal digits)",
+	timestampPattern:       "is not an RFC 3339 date-time with an offset, such as 2026-09-18T08:00:00Z",
+	identifierPattern:      "is empty, or has a control character or white space at either end",
+	`^order-confirmed:`:    "does not start with order-confirmed:",
+	customerNamePattern:    "contains a line break or a NUL",
+	localePattern:          "has a control character or white space at either end",
+	`^[^\x00\r\n]*$`:       "contains CR, LF or NUL",
+	visiblePattern:         "has no visible character",
+	`^[0-9]+(\.[0-9]+)?$`:  "is not a decimal amount (digits with an optional '.' fraction)",
+	`^[A-Z]{3}$`:           "is not an upper-case ISO 4217 code",
+	`^[^\x00-\x1f\x7f]*$`:  "contains a control character",
+	enhancedCodePattern:    "is not an RFC 3463 status code class.subject.detail",
+	addressLikePattern:     "looks like an e-mail address",
+	reservedOrderIDPattern: "ends in :r and digits or contains :resend:",
 }
 
 // notPhrases says in words what each "not" of the schemas refuses, by the
 // location of the schema holding it.
 var notPhrases = map[string]string{
 	"mail-event.json#/$defs/data/properties/error": "contains an e-mail address",
+	"common.json#/$defs/orderId":                   "ends in :r and digits or contains :resend:, which name a revision and a resend in dedupe keys: it would share keys with another order",
 }
 
 // The longer patterns of the schemas, as the JSON files hold them after
@@ -52,6 +54,9 @@ const (
 	visiblePattern      = `[^\x00-\x20\x7f-\xa0` + "\u1680\u2000-\u200a\u2028-\u202f\u205f\u2066-\u2069\u3000" + `]`
 	enhancedCodePattern = `^[245]\.[0-9]{1,3}\.[0-9]{1,3}$`
 	addressLikePattern  = `[^\s<>"'(),;:]+@[^\s<>"'(),;:]+`
+	// reservedOrderIDPattern: order ids that would share dedupe keys with
+	// a revision or a resend of another order.
+	reservedOrderIDPattern = `:(r[0-9]+$|resend:)`
 )
 
 // reasons flattens a validation error into one line per failed keyword,
