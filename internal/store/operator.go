@@ -258,8 +258,8 @@ type reconcileRow struct {
 // reconcileSQL settles an unknown mail in one conditional statement: $2
 // true means delivered. A not-delivered mail whose order was cancelled
 // meanwhile (cancel_requested while sending, or cancel_event_id recorded
-// on the unknown row) goes to cancelled, never back to pending (DESIGN.md
-// section 5).
+// on the unknown row) goes to cancelled, never back to pending (docs/design.md,
+// "State machine").
 const reconcileSQL = `
 UPDATE mail SET
        status = CASE WHEN $2::bool THEN 'sent'
@@ -272,7 +272,7 @@ WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
           COALESCE(event_id::text, ''), sends, status, revision`
 
-// Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
+// Reconcile settles an `unknown` mail (docs/design.md, "State machine") by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
 // event is written (a cancel that came meanwhile was already reported as
 // EmailCancelTooLate by the consumer, as for a sender's success). Not
