@@ -23,11 +23,6 @@ const (
 // Statuses lists every status, in the order dashboards show them.
 var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusFailed, StatusCancelled, StatusUnknown}
 
-// Terminal reports whether no worker will touch a mail in this status again.
-func (s Status) Terminal() bool {
-	return s == StatusSent || s == StatusFailed || s == StatusCancelled || s == StatusUnknown
-}
-
 // EventType is the event_type field of an input or output event.
 type EventType string
 

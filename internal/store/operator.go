@@ -175,17 +175,17 @@ func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error
 	if err != nil {
 		return 0, err
 	}
-	max := 0
+	highest := 0
 	for _, sb := range sibs {
 		if refusal := resendRefusal(sb.key, sb.status); refusal != nil && sb.status != mailtype.StatusCancelled {
 			return 0, &StateError{DedupeKey: sb.key, Status: sb.status, Action: "resend",
 				Hint: "this mail of the same resend family as " + key + " must end sent or failed before another one"}
 		}
 		if n, err := strconv.Atoi(strings.TrimPrefix(sb.key, prefix)); err == nil {
-			max = maxInt(max, n) // else a resend of a resend: KEY:resend:1:resend:1
+			highest = max(highest, n) // else a resend of a resend: KEY:resend:1:resend:1
 		}
 	}
-	return max + 1, nil
+	return highest + 1, nil
 }
 
 // refuseCancelledOrder returns a *StateError when src is a mail of an
@@ -232,13 +232,6 @@ func resendIdempotencyKey(from, namespace, key string) string {
 func likePrefix(p string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(p) + "%"
-}
-
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // ReconcileResult is what Reconcile did.

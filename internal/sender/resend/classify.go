@@ -19,8 +19,6 @@ import (
 
 // Resend error names (Resend documentation, "Idempotency Keys").
 const (
-	// errInvalidIdempotentRequest: the key was used with another payload.
-	errInvalidIdempotentRequest = "invalid_idempotent_request"
 	// errConcurrentIdempotentRequests: a request with the key is in
 	// progress; retrying later is safe.
 	errConcurrentIdempotentRequests = "concurrent_idempotent_requests"
