@@ -78,7 +78,7 @@ func TestEventValidateStdin(t *testing.T) {
 	other := strings.Replace(validConfirmed, "order-confirmed:42", "order-confirmed:43", 1)
 	out, err = runValidate(t, other, "-")
 	require.Equal(t, 2, ExitCode(err))
-	require.Equal(t, "-: event 1: consumer: invalid_field: dedupe_key \"order-confirmed:43\" must be \"order-confirmed:42\" for an OrderConfirmed\n", out)
+	require.Equal(t, "-: event 1: consumer: invalid_field: dedupe_key \"order-confirmed:43\" must be \"order-confirmed:42\" for an OrderConfirmed of revision 1\n", out)
 
 	out, err = runValidate(t, `{"event_type":"OrderShipped","event_id":"x"}`, "-")
 	require.Equal(t, 2, ExitCode(err))
