@@ -16,7 +16,7 @@ import (
 )
 
 // orderEvent is an input event as an order service publishes it
-// (DESIGN.md section 3).
+// (docs/contract.md, "Input").
 type orderEvent struct {
 	EventID    string         `json:"event_id"`
 	EventType  string         `json:"event_type"`

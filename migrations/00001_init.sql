@@ -1,5 +1,5 @@
 -- +goose Up
--- mail: the service's own outbox of mails, one row per dedupe_key (DESIGN.md section 5).
+-- mail: the service's own outbox of mails, one row per dedupe_key (docs/design.md, "State machine").
 CREATE TABLE mail (
     id                  bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     event_id            uuid UNIQUE,                 -- NULL for tombstones

@@ -34,7 +34,7 @@ func newEmitCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "emit order-confirmed|order-cancelled --order-id ID",
 		Short: "Publish sample order events (fresh UUIDv7 event ids) to the input exchange, for demos and load",
-		Long: `Publishes well-formed sample events (DESIGN.md section 3) to amqp.input_exchange with
+		Long: `Publishes well-formed sample events (docs/contract.md, "Input") to amqp.input_exchange with
 publisher confirms. With --count N > 1 the order ids are ID, ID+1, ... (numeric ID) or ID-1, ID-2, ...
 With --duplicate every event is published twice with the same event_id, as a producer retry would.`,
 		Example:   "  mailsvc emit order-confirmed --order-id 42 --locale vi\n  mailsvc emit order-cancelled --order-id 42\n  mailsvc emit order-confirmed --order-id 1000 --count 5000",
@@ -64,7 +64,7 @@ With --duplicate every event is published twice with the same event_id, as a pro
 	return cmd
 }
 
-// sampleEvent is an input event (DESIGN.md section 3).
+// sampleEvent is an input event (docs/contract.md, "Input").
 type sampleEvent struct {
 	EventID    string             `json:"event_id"`
 	EventType  mailtype.EventType `json:"event_type"`

@@ -1,5 +1,5 @@
 // Package cli is mailsvc's command line (cobra): serve, migrate, config
-// check, version and the operator commands of DESIGN.md section 7. It loads
+// check, version and the operator commands of docs/design.md, "Operator commands". It loads
 // the config, builds the logger and hands over to the packages that do the
 // work. It is the only package that imports cobra.
 package cli

@@ -102,7 +102,7 @@ func override(dst *string, v string) {
 	}
 }
 
-// eventJSON is an OrderConfirmed event (DESIGN.md section 3) or, when Data
+// eventJSON is an OrderConfirmed event (docs/contract.md, "Input") or, when Data
 // is absent, its data object itself.
 type eventJSON struct {
 	OccurredAt time.Time  `json:"occurred_at"`

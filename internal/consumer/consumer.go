@@ -1,7 +1,7 @@
 // Package consumer is the first hop of mailsvc: it consumes order events
 // from RabbitMQ and records them in PostgreSQL, acknowledging a delivery
-// only after the transaction that records it has committed (DESIGN.md
-// sections 2, 3, 5, 6 and 8).
+// only after the transaction that records it has committed (docs/design.md,
+// "The hops"; docs/architecture.md, "From delivery to row").
 //
 // Transport is kept apart from decisions: Decider.Decide classifies one
 // message (record, ignore, dead-letter with a reason) without a broker or

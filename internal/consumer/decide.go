@@ -77,7 +77,7 @@ type Decider struct {
 	Now func() time.Time
 }
 
-// Decide validates m (DESIGN.md section 3) and says what to do with it:
+// Decide validates m (docs/contract.md, "Input") and says what to do with it:
 // record an OrderConfirmed (rendered once, marked stale when too old) or
 // an OrderCancelled, ignore another event type, or dead-letter a message
 // that can never succeed (too large, malformed, a missing or invalid

@@ -17,7 +17,7 @@ import (
 )
 
 // SupportedVersion is the only input event version this consumer reads
-// (DESIGN.md section 3).
+// (docs/contract.md, "Input").
 const SupportedVersion = 1
 
 // Field limits, in bytes. A dedupe key or order id longer than this could
@@ -30,7 +30,7 @@ const (
 	maxAmountLen  = 40
 )
 
-// envelope is the input event (DESIGN.md section 3). Pointer fields tell
+// envelope is the input event (docs/contract.md, "Input"). Pointer fields tell
 // "absent or null" from a zero value; unknown fields are ignored.
 type envelope struct {
 	EventID    *string         `json:"event_id"`
@@ -214,7 +214,7 @@ func checkEnvelope(env *envelope, messageID string) (string, *mailtype.Error) {
 	return id.String(), nil
 }
 
-// checkOrder validates OrderConfirmed.data (DESIGN.md section 3). Money
+// checkOrder validates OrderConfirmed.data (docs/contract.md, "Input"). Money
 // is a non-negative decimal string; the templates check the rest (a total
 // that is not the sum of its lines, an empty item list, quantities) and
 // format it.

@@ -8,7 +8,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// Metrics are the consumer's metrics (DESIGN.md section 7). Label values
+// Metrics are the consumer's metrics (docs/design.md, "Metrics"). Label values
 // come from closed sets and are pre-initialized so dashboards show zeros.
 // The connection gauge, mailsvc_amqp_connected{role="consumer"}, lives in
 // the shared *broker.Metrics.

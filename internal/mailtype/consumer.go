@@ -1,7 +1,7 @@
 package mailtype
 
 // Outcome is what consuming one input event did: the outcome label of
-// mailsvc_events_consumed_total (DESIGN.md section 7). The set is closed.
+// mailsvc_events_consumed_total (docs/design.md, "Metrics"). The set is closed.
 type Outcome string
 
 // The outcomes of one input event.
@@ -39,7 +39,7 @@ var Outcomes = []Outcome{
 }
 
 // DeadLetterReasons lists the reasons the consumer dead-letters a message
-// with (DESIGN.md section 6, consumer permanent errors), plus
+// with (docs/design.md, "Error classes": consumer, permanent), plus
 // ReasonDeliveryLimit, the reason RabbitMQ itself gives in x-death when a
 // quorum queue's x-delivery-limit is exceeded.
 var DeadLetterReasons = []Reason{

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Class says what to do about an error (DESIGN.md section 6).
+// Class says what to do about an error (docs/design.md, "Error classes").
 type Class string
 
 const (

@@ -6,7 +6,7 @@ package mailtype
 
 import "strconv"
 
-// Status is the state of a row in table mail (DESIGN.md section 5).
+// Status is the state of a row in table mail (docs/design.md, "State machine").
 type Status string
 
 // The six states of a mail. Terminal states are Sent, Failed and Cancelled;
@@ -23,21 +23,16 @@ const (
 // Statuses lists every status, in the order dashboards show them.
 var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusFailed, StatusCancelled, StatusUnknown}
 
-// Terminal reports whether no worker will touch a mail in this status again.
-func (s Status) Terminal() bool {
-	return s == StatusSent || s == StatusFailed || s == StatusCancelled || s == StatusUnknown
-}
-
 // EventType is the event_type field of an input or output event.
 type EventType string
 
-// Input event types (DESIGN.md section 3).
+// Input event types (docs/contract.md, "Input").
 const (
 	OrderConfirmed EventType = "OrderConfirmed"
 	OrderCancelled EventType = "OrderCancelled"
 )
 
-// Output event types, published on mail.events (DESIGN.md section 4).
+// Output event types, published on mail.events (docs/contract.md, "Output").
 const (
 	EmailSent          EventType = "EmailSent"
 	EmailFailed        EventType = "EmailFailed"
@@ -73,7 +68,7 @@ func (t EventType) RoutingKey() string {
 const TemplateCancelNotice = "order_cancelled"
 
 // ConfirmationKey returns the dedupe key of the confirmation mail of an order,
-// the key an OrderCancelled cancels or tombstones (DESIGN.md section 3).
+// the key an OrderCancelled cancels or tombstones (docs/contract.md, "Input").
 func ConfirmationKey(orderID string) string { return ConfirmationKeyAt(orderID, 1) }
 
 // ConfirmationKeyAt returns the dedupe key of the confirmation of revision

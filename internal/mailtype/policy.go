@@ -1,7 +1,7 @@
 package mailtype
 
 // AmbiguousPolicy says what a sender does when it cannot know whether the
-// provider took a mail (DESIGN.md section 6).
+// provider took a mail (docs/design.md, "Error classes").
 type AmbiguousPolicy string
 
 const (

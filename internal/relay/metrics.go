@@ -12,7 +12,7 @@ import (
 // and the channel or connection closing under a pending confirm (broker).
 var FailureReasons = []mailtype.Reason{mailtype.ReasonNack, mailtype.ReasonUnroutable, mailtype.ReasonTimeout, mailtype.ReasonBroker}
 
-// Metrics are the relay's metrics (DESIGN.md section 7). The outbox gauges
+// Metrics are the relay's metrics (docs/design.md, "Metrics"). The outbox gauges
 // (pending, oldest age, dead) come from the periodic stats query, not from
 // here; mailsvc_amqp_connected{role="relay"} comes from the shared
 // *broker.Metrics.

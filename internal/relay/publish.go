@@ -179,7 +179,7 @@ func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.Outbox
 // (for instance, its exchange does not exist): the row's own failure.
 var errClosedByRow = errors.New("the broker closed the channel on this message alone")
 
-// message is the AMQP message of a row (DESIGN.md section 4).
+// message is the AMQP message of a row (docs/contract.md, "Output").
 func message(row store.OutboxRow) broker.Message {
 	return broker.Message{
 		Exchange: row.Exchange, RoutingKey: row.RoutingKey, MessageID: row.EventID, Type: row.EventType,

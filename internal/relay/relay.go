@@ -1,5 +1,5 @@
 // Package relay publishes the outbox to the events exchange (mail.events),
-// the third hop of mailsvc (DESIGN.md sections 2, 4 and 5): rows oldest
+// the third hop of mailsvc (docs/design.md, "The hops" and "The outbox relay lease"): rows oldest
 // first, one order's rows in write order, with publisher confirms, and a
 // row is marked published only after a real broker ack. Exactly one relay
 // is active across all replicas: the holder of the relay lease, a row in

@@ -64,7 +64,7 @@ func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
 	require.Equal(t, 0.0, value(t, b.bm.Connected.WithLabelValues(broker.RoleRelay)))
 }
 
-// requireMessage checks the AMQP message of row (DESIGN.md section 4).
+// requireMessage checks the AMQP message of row (docs/contract.md, "Output").
 func requireMessage(t *testing.T, d amqp.Delivery, row store.OutboxState) {
 	t.Helper()
 	require.Equal(t, row.EventID, d.MessageId)

@@ -7,7 +7,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-// Outcome labels of mailsvc_send_attempts_total (DESIGN.md section 7).
+// Outcome labels of mailsvc_send_attempts_total (docs/design.md, "Metrics").
 const (
 	OutcomeSent      = "sent"
 	OutcomeTransient = "transient"

@@ -61,7 +61,7 @@ func (r rules) maxAge(template string) time.Duration {
 
 // stale returns the failed verdict of a claimed mail whose event is older
 // than its max age at now, before any send: it is not handed to the
-// provider (docs/contract.md, "Stale"). It is no attempt: nothing is
+// provider (docs/contract.md, "Input", stale events). It is no attempt: nothing is
 // spent or counted in mailsvc_send_attempts_total. ok is false for a mail still
 // young enough.
 func (r rules) stale(m *store.ClaimedMail, now time.Time) (verdict, bool) {

@@ -1,5 +1,5 @@
-// Package sender is the hop from a mail row to a provider (DESIGN.md
-// sections 5 and 6): a pool of workers that claim due rows in batches with
+// Package sender is the hop from a mail row to a provider (docs/design.md,
+// "State machine" and "Error classes"): a pool of workers that claim due rows in batches with
 // a lease and a fencing token, send each through a Provider (SMTP or
 // Resend, in the subpackages smtp and resend) under a hard deadline,
 // classify the outcome and record it with a write fenced by the token, the
@@ -40,7 +40,7 @@ func HeaderKey(key string) string {
 
 // Message is one mail exactly as every attempt sends it: rendered once by
 // the consumer and stored, so that all attempts carry identical content,
-// Message-ID and idempotency key (DESIGN.md invariant 7).
+// Message-ID and idempotency key (docs/design.md, "Invariants": identical attempts).
 type Message struct {
 	// From is the sender address, e.g. "Cửa hàng <orders@example.com>".
 	From string

@@ -1,4 +1,4 @@
-// Package stats keeps the database-derived gauges of DESIGN.md section 7
+// Package stats keeps the database-derived gauges of docs/design.md, "Metrics"
 // (mails by status, oldest pending mail, outbox backlog, its age and dead
 // rows) up to date with one periodic query, so a Prometheus scrape never
 // touches the database and many scrapers cost nothing more.

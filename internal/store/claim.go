@@ -12,7 +12,7 @@ import (
 // ErrLeaseLost is returned by every write to a claimed row when the row is
 // no longer `sending` with the caller's fencing token: its lease expired and
 // another worker reclaimed it, or it was finished already. The caller must
-// record nothing else about the row (DESIGN.md section 5, invariant 4).
+// record nothing else about the row (docs/design.md, "Invariants": fenced writes).
 var ErrLeaseLost = errors.New("lease lost: the row has another owner or is finished")
 
 // Fence identifies one claim of a row: the row id and the attempts value

@@ -67,9 +67,3 @@ func interpretError(err error) error {
 	// is not.
 	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
 }
-
-// IsUniqueViolation reports whether err is a unique_violation (23505).
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}

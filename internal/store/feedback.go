@@ -12,7 +12,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// Feedback is one output event (DESIGN.md section 4) to be written to the
+// Feedback is one output event (docs/contract.md, "Output") to be written to the
 // outbox in the same transaction as the state change it reports. It never
 // carries a recipient address or a secret.
 type Feedback struct {

@@ -85,8 +85,8 @@ type querier interface {
 //
 // Outcomes: a mail is inserted, stale (recorded as failed + EmailFailed) or
 // duplicate (its event_id or dedupe_key exists, nothing written); a cancel
-// is tombstoned, cancelled, too_late (feedback written as DESIGN.md
-// section 5 says) or duplicate (nothing left to change: already cancelled,
+// is tombstoned, cancelled, too_late (feedback written as docs/contract.md,
+// "What a cancel does" says) or duplicate (nothing left to change: already cancelled,
 // failed, or a redelivered cancel).
 //
 // Every item must have passed IngestItem.Check. Errors are transient

@@ -129,7 +129,7 @@ func (s *Store) feedbackOf(ctx context.Context, dedupeKey string) ([]FeedbackVie
 	return out, nil
 }
 
-// Stats is a snapshot of the database-derived gauges (DESIGN.md section 7).
+// Stats is a snapshot of the database-derived gauges (docs/design.md, "Metrics").
 type Stats struct {
 	// Mails counts mail rows per status; every status of
 	// mailtype.Statuses is present, 0 when no row has it.

@@ -175,17 +175,17 @@ func nextResend(ctx context.Context, tx pgx.Tx, key, orderID string) (int, error
 	if err != nil {
 		return 0, err
 	}
-	max := 0
+	highest := 0
 	for _, sb := range sibs {
 		if refusal := resendRefusal(sb.key, sb.status); refusal != nil && sb.status != mailtype.StatusCancelled {
 			return 0, &StateError{DedupeKey: sb.key, Status: sb.status, Action: "resend",
 				Hint: "this mail of the same resend family as " + key + " must end sent or failed before another one"}
 		}
 		if n, err := strconv.Atoi(strings.TrimPrefix(sb.key, prefix)); err == nil {
-			max = maxInt(max, n) // else a resend of a resend: KEY:resend:1:resend:1
+			highest = max(highest, n) // else a resend of a resend: KEY:resend:1:resend:1
 		}
 	}
-	return max + 1, nil
+	return highest + 1, nil
 }
 
 // refuseCancelledOrder returns a *StateError when src is a mail of an
@@ -234,13 +234,6 @@ func likePrefix(p string) string {
 	return r.Replace(p) + "%"
 }
 
-func maxInt(a, b int) int {
-	if a > b {
-		return a
-	}
-	return b
-}
-
 // ReconcileResult is what Reconcile did.
 type ReconcileResult struct {
 	// Status is the mail's new status.
@@ -258,8 +251,8 @@ type reconcileRow struct {
 // reconcileSQL settles an unknown mail in one conditional statement: $2
 // true means delivered. A not-delivered mail whose order was cancelled
 // meanwhile (cancel_requested while sending, or cancel_event_id recorded
-// on the unknown row) goes to cancelled, never back to pending (DESIGN.md
-// section 5).
+// on the unknown row) goes to cancelled, never back to pending (docs/design.md,
+// "State machine").
 const reconcileSQL = `
 UPDATE mail SET
        status = CASE WHEN $2::bool THEN 'sent'
@@ -272,7 +265,7 @@ WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
           COALESCE(event_id::text, ''), sends, status, revision`
 
-// Reconcile settles an `unknown` mail (DESIGN.md section 5) by what the
+// Reconcile settles an `unknown` mail (docs/design.md, "State machine") by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
 // event is written (a cancel that came meanwhile was already reported as
 // EmailCancelTooLate by the consumer, as for a sender's success). Not

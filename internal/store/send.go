@@ -21,7 +21,7 @@ type Outcome struct {
 	// cancel_requested is set at the time of the write (the consumer may set
 	// it at any moment during the send); "" means Status. A sender passes
 	// cancelled for a retry or a failure, so that a cancelled mail is never
-	// retried (DESIGN.md section 5).
+	// retried (docs/design.md, "State machine").
 	IfCancelRequested mailtype.Status
 	// RetryAfter is the delay before the next attempt when the row goes back
 	// to pending (send_after = now() + RetryAfter, database clock).

@@ -26,7 +26,7 @@ func newRegistry(t *testing.T) *templates.Registry {
 	return r
 }
 
-// sampleOrder is the order of DESIGN.md section 3 with two more lines.
+// sampleOrder is an order as an OrderConfirmed carries it (docs/contract.md, "Input"), with three lines.
 func sampleOrder() templates.Order {
 	return templates.Order{
 		OrderID:      "42",

@@ -19,8 +19,6 @@ import (
 
 // Resend error names (Resend documentation, "Idempotency Keys").
 const (
-	// errInvalidIdempotentRequest: the key was used with another payload.
-	errInvalidIdempotentRequest = "invalid_idempotent_request"
 	// errConcurrentIdempotentRequests: a request with the key is in
 	// progress; retrying later is safe.
 	errConcurrentIdempotentRequests = "concurrent_idempotent_requests"
@@ -80,7 +78,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// classify maps a failed call to a class and reason (DESIGN.md section 6):
+// classify maps a failed call to a class and reason (docs/design.md, "Error classes"):
 // no response after the request was written is ambiguous (Resend may have
 // sent it; retrying with the same key is safe within 24 h); no response
 // before that is transient; 429 is transient with the provider's delay;

@@ -97,7 +97,6 @@ type Server struct {
 	APIKey string
 
 	mu       sync.Mutex
-	offset   time.Duration
 	keys     map[string]*entry
 	faults   []Fault
 	sent     []Email
@@ -119,13 +118,6 @@ func (s *Server) Inject(faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, faults...)
-}
-
-// Advance moves the stand-in's clock forward (keys expire after 24 h).
-func (s *Server) Advance(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.offset += d
 }
 
 // Sent returns the mails sent so far.
@@ -154,8 +146,6 @@ func (s *Server) InFlight() int {
 	}
 	return n
 }
-
-func (s *Server) clock() time.Time { return time.Now().Add(s.offset) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/emails" {
@@ -193,7 +183,7 @@ func (s *Server) handle(w http.ResponseWriter, key string, body []byte, headers 
 	hash := canonicalHash(body)
 	s.mu.Lock()
 	if key != "" {
-		if e, ok := s.keys[key]; ok && s.clock().Sub(e.at) < KeyLifetime {
+		if e, ok := s.keys[key]; ok && time.Since(e.at) < KeyLifetime {
 			switch {
 			case e.inFlight:
 				s.mu.Unlock()
@@ -208,7 +198,7 @@ func (s *Server) handle(w http.ResponseWriter, key string, body []byte, headers 
 			}
 			return
 		}
-		s.keys[key] = &entry{hash: hash, at: s.clock(), inFlight: true}
+		s.keys[key] = &entry{hash: hash, at: time.Now(), inFlight: true}
 	}
 	var f Fault
 	if len(s.faults) > 0 {

@@ -1,6 +1,6 @@
 // Package sendertest is the conformance suite every sender.Provider
 // passes: the same outcomes must get the same classification whichever
-// provider produced them (DESIGN.md section 6), so the pool's decisions do
+// provider produced them (docs/design.md, "Error classes"), so the pool's decisions do
 // not depend on the provider.
 package sendertest
 

@@ -13,7 +13,7 @@ import (
 // classifySend classifies a failed transaction from go-mail's typed
 // SendError: its Reason says which phase failed, ErrorCode the SMTP reply
 // code (0 when no reply came: the connection broke or the deadline cut
-// it). Rules (DESIGN.md section 6):
+// it). Rules (docs/design.md, "Error classes"):
 //   - a reply code: 4xx (421 and 450/451/452 included) is transient, 5xx
 //     permanent, in any phase;
 //   - no reply after the whole DATA was written (closing the DATA writer,

@@ -4,7 +4,7 @@
 // replaces it, so a failed MAIL, RCPT or DATA cannot poison the next mail.
 // The caller's context deadline covers the whole call: dial, TLS, every SMTP
 // phase. Outcomes are classified from go-mail's typed errors and SMTP reply
-// codes (DESIGN.md section 6).
+// codes (docs/design.md, "Error classes").
 package smtp
 
 import (
