@@ -3,6 +3,7 @@ package sender_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,7 +109,7 @@ func outboxEvents(t *testing.T, b *bundle) []string {
 	m := b.sc.QueryMap(t, `SELECT lpad((row_number() OVER (ORDER BY id))::text, 3, '0'), event_type || ' ' || (payload->'data'->>'template') FROM outbox`)
 	out := make([]string, len(m))
 	for i := range out {
-		out[i] = m[padded(i+1)]
+		out[i] = m[fmt.Sprintf("%03d", i+1)]
 	}
 	return out
 }
