@@ -90,16 +90,19 @@ done
 
 purge=rabbitmqctl
 [[ $MAILSVC_AMQP_URL == *:5672/* ]] || purge="scripts/services.sh rabbitmqctl"
+cli="MAILSVC_CONFIG=$MAILSVC_CONFIG $bin" # configs/dev.yaml names the default ports
+[[ $MAILSVC_DATABASE_URL == *:5432/* && $MAILSVC_AMQP_URL == *:5672/* ]] || cli=". .run/services.env; $cli"
 owner=$(cat .run/mailpit.owner 2>/dev/null || echo unknown)
 cat <<TXT
 
 == mailsvc is running (logs: .run/mailsvc.log). Where to look:
   Mailpit (the mails):  http://127.0.0.1:8025   SMTP 127.0.0.1:1025: $owner
   Metrics:              http://127.0.0.1:8080/metrics   readiness: http://127.0.0.1:8080/readyz
-  One mail's story:     MAILSVC_CONFIG=$MAILSVC_CONFIG $bin mail show order-confirmed:$vi
-  An order's mails:     MAILSVC_CONFIG=$MAILSVC_CONFIG $bin mail show --order $late
+  One mail's story:     $cli mail show order-confirmed:$vi
+  An order's mails:     $cli mail show --order $late
 Expected: 4 mails in Mailpit ($vi vi, $en en, $dup once despite the duplicate event, $late sent
 before its cancel arrived -> EmailCancelTooLate); none for $early (cancelled before its confirm).
+The database gauges (mailsvc_mails{status}, ...) refresh every 5 s; this banner waited for one.
 In mailsvc_events_consumed_total this run adds 2 to outcome="duplicate": the second copy of
 $dup's event, and $early's confirmation, whose key the cancel's tombstone already held.
 The feedback events (6 per run: EmailSent x4, EmailCancelled for $early, EmailCancelTooLate for
