@@ -16,10 +16,13 @@ pkg_installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'insta
 apt_install() {
   local why=$1; shift
   export DEBIAN_FRONTEND=noninteractive
-  if [ -z "${APT_UPDATED:-}" ]; then
+  # Package lists that already know the packages are used as they are; an install that fails
+  # on stale lists is retried after apt-get update.
+  local fresh=""
+  if ! apt-cache show "$@" >/dev/null 2>&1; then
     log "apt-get update (package lists, for: $*)"
     apt-get update -qq
-    APT_UPDATED=1
+    fresh=1
   fi
   log "installing Debian packages: $* ($why; a minute or two on a first install)"
   local policy=/usr/sbin/policy-rc.d created="" rc=0
@@ -27,6 +30,11 @@ apt_install() {
     printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created=1
   fi
   apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+  if [ "$rc" != 0 ] && [ -z "$fresh" ]; then
+    log "install failed; retrying after apt-get update"
+    rc=0
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends "$@" >/dev/null || rc=$?
+  fi
   [ -n "$created" ] && rm -f "$policy"
   return "$rc"
 }

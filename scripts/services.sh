@@ -69,7 +69,7 @@ pg_bindir() { # the newest installed PostgreSQL's bin directory, or pg_config's
 }
 
 as_pg() { # PostgreSQL refuses to run as root: as root, run its tools as the postgres user
-  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+  if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 psql_at() { # port, psql args...
