@@ -36,7 +36,7 @@ trap 'exit 0' INT TERM
 
 say "making PostgreSQL, RabbitMQ and Mailpit available (scripts/services.sh)"
 scripts/services.sh --mailpit
-set -a && . .run/services.env && set +a
+. .run/dev.env
 used="" # servers this run uses but did not start: named on Ctrl-C
 grep -qx postgres "$MAILSVC_SERVICES_STARTED" || grep -qx compose:postgres "$MAILSVC_SERVICES_STARTED" ||
   used+="PostgreSQL (${MAILSVC_DATABASE_URL#*@}); "
@@ -91,7 +91,7 @@ done
 purge=rabbitmqctl
 [[ $MAILSVC_AMQP_URL == *:5672/* ]] || purge="scripts/services.sh rabbitmqctl"
 cli="MAILSVC_CONFIG=$MAILSVC_CONFIG $bin" # configs/dev.yaml names the default ports
-[[ $MAILSVC_DATABASE_URL == *:5432/* && $MAILSVC_AMQP_URL == *:5672/* ]] || cli=". .run/services.env; $cli"
+[[ $MAILSVC_DATABASE_URL == *:5432/* && $MAILSVC_AMQP_URL == *:5672/* ]] || cli=". .run/dev.env; $cli"
 owner=$(cat .run/mailpit.owner 2>/dev/null || echo unknown)
 cat <<TXT
 

@@ -18,7 +18,8 @@
 #      No existing cluster, pg_hba.conf or RabbitMQ configuration is ever edited.
 #   5. else it says what to install and exits 1.
 # MAILSVC_SERVICES=own skips 1 and 3: always mailsvc's own servers.
-# The URLs go to .run/services.env (sourced by make test and make run). Each server this
+# The URLs go to .run/services.env (the tests' MAILSVC_TEST_*, sourced by make test) and
+# .run/dev.env (MAILSVC_DATABASE_URL and MAILSVC_AMQP_URL, sourced by make run). Each server this
 # invocation starts is named on a line of $MAILSVC_SERVICES_STARTED (a file) when that is set,
 # so that make run can stop exactly those. Idempotent: safe to run again.
 set -euo pipefail
@@ -282,13 +283,19 @@ cmd_start() {
   ensure_databases
   [ "${1:-}" = "--mailpit" ] && start_mailpit
   mkdir -p .run
+  # Only the tests' own variables: MAILSVC_DATABASE_URL and the like are config keys, which
+  # would override what a test configures for the processes it starts.
   cat >.run/services.env <<ENV
-# Written by scripts/services.sh: where the tests and make run find the servers.
+# Written by scripts/services.sh: where the tests find the servers.
 : "\${MAILSVC_TEST_DATABASE_URL:=postgres://postgres@127.0.0.1:$PG_PORT/test?sslmode=disable}"
 : "\${MAILSVC_TEST_AMQP_URL:=amqp://guest:guest@127.0.0.1:$AMQP_PORT/}"
+export MAILSVC_TEST_DATABASE_URL MAILSVC_TEST_AMQP_URL
+ENV
+  cat >.run/dev.env <<ENV
+# Written by scripts/services.sh: where make run's mailsvc (configs/dev.yaml) finds the servers.
 : "\${MAILSVC_DATABASE_URL:=postgres://postgres@127.0.0.1:$PG_PORT/mailsvc?sslmode=disable}"
 : "\${MAILSVC_AMQP_URL:=amqp://guest:guest@127.0.0.1:$AMQP_PORT/}"
-export MAILSVC_TEST_DATABASE_URL MAILSVC_TEST_AMQP_URL MAILSVC_DATABASE_URL MAILSVC_AMQP_URL
+export MAILSVC_DATABASE_URL MAILSVC_AMQP_URL
 ENV
   log "using $(describe "$PG_PORT" 5432 PostgreSQL) and $(describe "$AMQP_PORT" 5672 RabbitMQ)"
   if [ ${#STARTED[@]} -gt 0 ] && [ -z "${MAILSVC_SERVICES_STARTED:-}" ]; then
