@@ -19,7 +19,7 @@ bin/mailsvc: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mailsvc ./cmd/mailsvc
 
 # Mailpit with its web UI (tools/mailpit-ui/dist, committed; see scripts/build-mailpit.sh).
-bin/mailpit: tools/go.mod tools/go.sum tools/mailpit-ui/VERSION scripts/build-mailpit.sh
+bin/mailpit: tools/go.mod tools/go.sum tools/mailpit-ui/VERSION $(wildcard tools/mailpit-ui/dist/*) scripts/build-mailpit.sh
 	scripts/build-mailpit.sh
 
 # mailpit-ui: rebuild tools/mailpit-ui/dist with npm after a Mailpit upgrade in tools/go.mod.
