@@ -7,15 +7,24 @@ LDFLAGS := -s -w -X github.com/mailsvc/mailsvc/internal/buildinfo.Version=$(VERS
 	-X github.com/mailsvc/mailsvc/internal/buildinfo.Commit=$(COMMIT)
 export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 
-.PHONY: build test vet lint services run bench clean promtool
+# The servers' URLs, written by scripts/services.sh (its own servers use other ports).
+WITH_SERVICES := set -a && . .run/services.env && set +a &&
+
+.PHONY: build test vet lint services stop toolchain run bench clean promtool ui-check mailpit-ui
 
 build: bin/mailsvc
 
 bin/mailsvc: FORCE
+	@echo "==> building bin/mailsvc (go build; the first build compiles every dependency, ~30 s)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/mailsvc ./cmd/mailsvc
 
-bin/mailpit: tools/go.mod
-	cd tools && $(GO) build -o ../bin/mailpit github.com/axllent/mailpit
+# Mailpit with its web UI (tools/mailpit-ui/dist, committed; see scripts/build-mailpit.sh).
+bin/mailpit: tools/go.mod tools/go.sum tools/mailpit-ui/VERSION $(wildcard tools/mailpit-ui/dist/*) scripts/build-mailpit.sh
+	scripts/build-mailpit.sh
+
+# mailpit-ui: rebuild tools/mailpit-ui/dist with npm after a Mailpit upgrade in tools/go.mod.
+mailpit-ui:
+	scripts/mailpit-ui.sh
 
 # golangci-lint, pinned in a module of its own so that its dependencies and Mailpit's
 # never move each other's versions.
@@ -25,15 +34,27 @@ bin/golangci-lint: tools/golangci/go.mod
 services:
 	scripts/services.sh
 
+# stop: stop the dev servers mailsvc itself started (never one that was already there).
+stop:
+	scripts/services.sh stop
+
+# toolchain: a C compiler for go test -race, checked (or installed) before the long steps.
+toolchain:
+	scripts/toolchain.sh
+
 vet:
+	@echo "==> go vet ./... (compiles every package once; ~30 s the first time)"
 	$(GO) vet ./...
 
 # lint: depguard keeps each SDK in its one package, plus the linters that pass today (.golangci.yml).
 lint: bin/golangci-lint
+	@echo "==> golangci-lint run ./... (depguard and friends; the first run builds the linter, ~2 min)"
 	bin/golangci-lint run ./...
 
-test: services bin/mailpit vet lint promtool
-	$(GO) test -race -count=1 -timeout 20m ./...
+test: toolchain services promtool bin/mailpit vet lint
+	@echo "==> go test -race ./... (about 3 minutes; a package's line appears when it has finished)"
+	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m ./...
+	@scripts/services.sh status
 
 # promtool: check the alert rules and run their unit tests (installs promtool when missing).
 promtool:
@@ -42,11 +63,16 @@ promtool:
 run: bin/mailsvc bin/mailpit
 	scripts/run.sh
 
+# ui-check: with make run going, screenshot Mailpit's inbox in headless Chromium and check
+# that the demo's subjects are on the page (installs Debian's chromium as root when missing).
+ui-check:
+	scripts/ui-check.sh
+
 # bench: the end-to-end benchmark first (mailsvc serve vs a raw baseline, table on stdout),
 # then each package's own benchmarks; go test runs benchmarks one package at a time.
 bench: services bin/mailpit
-	$(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:
 	rm -rf bin .run

@@ -3,7 +3,7 @@
 // Kubernetes manifests (image, command, probes, ports, env names, resources, non-root), and
 // that every metric the alert rules and the Grafana dashboard name is one a running
 // `mailsvc serve` exports. There is no Docker engine or cluster here: these tests, promtool
-// (scripts/promtool.sh) and `kubectl kustomize` are what keep the files correct.
+// (scripts/promtool.sh) and kustomize (its Go library) are what keep the files correct.
 package deploy_test
 
 import (

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
@@ -106,7 +107,7 @@ type envVar struct {
 	} `yaml:"valueFrom"`
 }
 
-// rendered is the output of `kubectl kustomize deploy/kubernetes`, by kind (one object each).
+// rendered is the output of `kustomize build deploy/kubernetes`, by kind (one object each).
 type rendered map[string]k8sObject
 
 func (r rendered) spec(t *testing.T, kind string, v any) {
@@ -125,14 +126,18 @@ func (r rendered) spec(t *testing.T, kind string, v any) {
 	require.NoError(t, node.Decode(v), kind)
 }
 
-// renderKustomization runs `kubectl kustomize` (kustomize is built into kubectl) so the checks
-// see what `kubectl apply -k` would send: generated ConfigMap names, image overrides, labels.
+// renderKustomization renders deploy/kubernetes with kustomize's own Go library
+// (sigs.k8s.io/kustomize/api, the code behind `kubectl kustomize` and `kubectl apply -k`), so
+// the checks see what a cluster would be sent (generated ConfigMap names, image overrides,
+// labels) without any tool installed.
 func renderKustomization(t *testing.T) rendered {
 	t.Helper()
-	kubectl, err := exec.LookPath("kubectl")
-	require.NoError(t, err, "kubectl is needed to render deploy/kubernetes (kubectl kustomize); install Debian's kubectl package")
-	out, err := run(repoRoot, kubectl, os.Environ(), "kustomize", "deploy/kubernetes")
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "deploy", "kubernetes"))
+	require.NoError(t, err, "kustomize build deploy/kubernetes")
+	yml, err := resMap.AsYaml()
 	require.NoError(t, err)
+	out := string(yml)
 	objs := rendered{}
 	dec := yaml.NewDecoder(strings.NewReader(out))
 	for {

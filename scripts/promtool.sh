@@ -6,25 +6,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf 'promtool: %s\n' "$*" >&2; }
+LOG_TAG=promtool
+. scripts/lib.sh
 
 install_promtool() {
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-    log "promtool is missing: install Debian's 'prometheus' package (or put promtool on PATH)"
-    return 1
-  fi
-  log "installing promtool from Debian's prometheus package"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  # Install only: a policy-rc.d that answers 101 keeps the package from starting its daemon.
-  local policy=/usr/sbin/policy-rc.d created=""
-  if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created=1
-  fi
-  local rc=0
-  apt-get install -y -qq --no-install-recommends prometheus >/dev/null || rc=$?
-  [ -n "$created" ] && rm -f "$policy"
-  return "$rc"
+  debian_root || die "promtool is missing: install Debian's 'prometheus' package (or put promtool on PATH)"
+  # apt_install keeps the package from starting its Prometheus daemon.
+  apt_install "promtool, to check deploy/prometheus" prometheus
+  disable_at_boot prometheus
+  log "Debian's prometheus service was not started and is disabled at boot (only promtool is used)"
 }
 
 command -v promtool >/dev/null 2>&1 || install_promtool

@@ -1,64 +1,117 @@
 #!/usr/bin/env bash
 # `make run`: PostgreSQL, RabbitMQ and Mailpit available, migrate, `mailsvc serve` with
 # configs/dev.yaml, then a small realistic set of demo orders through the real broker.
-# Ctrl-C stops what this script started (mailsvc, and Mailpit if it started it), nothing else.
+# Ctrl-C stops what this run started (mailsvc; Mailpit, PostgreSQL and RabbitMQ when this run
+# started them) and says which servers it leaves running because they were there before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export MAILSVC_CONFIG=configs/dev.yaml
 bin=bin/mailsvc
+say() { printf '== %s\n' "$*"; }
 
-scripts/services.sh --mailpit
-started_mailpit=""
-[ -f .run/mailpit.pid ] && started_mailpit=$(cat .run/mailpit.pid)
+mkdir -p .run
+export MAILSVC_SERVICES_STARTED=.run/started.$$
+: >"$MAILSVC_SERVICES_STARTED"
 serve_pid=""
 cleanup() {
   trap - EXIT INT TERM
-  if [ -n "$serve_pid" ]; then kill -TERM "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || true; fi
-  if [ -n "$started_mailpit" ]; then kill "$started_mailpit" 2>/dev/null || true; rm -f .run/mailpit.pid; fi
+  echo
+  if [ -n "$serve_pid" ]; then
+    say "stopping mailsvc serve"
+    kill -TERM "$serve_pid" 2>/dev/null || true
+    wait "$serve_pid" 2>/dev/null || true
+  fi
+  local ours
+  mapfile -t ours <"$MAILSVC_SERVICES_STARTED"
+  rm -f "$MAILSVC_SERVICES_STARTED"
+  if [ ${#ours[@]} -gt 0 ]; then
+    say "stopping what this run started: ${ours[*]}"
+    scripts/services.sh stop "${ours[@]}" || true
+  fi
+  [ -n "${used:-}" ] && say "left running as they were before this run: $used"
   echo "stopped."
 }
 trap cleanup EXIT
 trap 'exit 0' INT TERM
 
+say "making PostgreSQL, RabbitMQ and Mailpit available (scripts/services.sh)"
+scripts/services.sh --mailpit
+. .run/dev.env
+used="" # servers this run uses but did not start: named on Ctrl-C
+grep -qx postgres "$MAILSVC_SERVICES_STARTED" || grep -qx compose:postgres "$MAILSVC_SERVICES_STARTED" ||
+  used+="PostgreSQL (${MAILSVC_DATABASE_URL#*@}); "
+grep -qx rabbitmq "$MAILSVC_SERVICES_STARTED" || grep -qx compose:rabbitmq "$MAILSVC_SERVICES_STARTED" ||
+  used+="RabbitMQ (${MAILSVC_AMQP_URL#*@}); "
+grep -qx mailpit "$MAILSVC_SERVICES_STARTED" || used+="the SMTP server on 127.0.0.1:1025; "
+used=${used%; }
+
+say "mailsvc migrate (database ${MAILSVC_DATABASE_URL#*@})"
 "$bin" migrate
-mkdir -p .run
+say "starting mailsvc serve (logs: .run/mailsvc.log), waiting for /readyz"
 "$bin" serve >.run/mailsvc.log 2>&1 &
 serve_pid=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 150); do
   curl -fs http://127.0.0.1:8080/readyz >/dev/null 2>&1 && break
   kill -0 "$serve_pid" 2>/dev/null || { echo "mailsvc serve exited; see .run/mailsvc.log:"; tail -20 .run/mailsvc.log; exit 1; }
   sleep 0.2
 done
 
+status_of() { "$bin" mail show "order-confirmed:$1" 2>/dev/null | sed -n 's/^status: *//p'; }
+wait_status() { # order-id status seconds
+  local i
+  for ((i = 0; i < $3 * 5; i++)); do [ "$(status_of "$1")" = "$2" ] && return 0; sleep 0.2; done
+  echo "order $1 did not reach status $2 within $3 s (now: $(status_of "$1")); see .run/mailsvc.log" >&2
+  return 1
+}
+
 # Order ids unique to this run, so a second `make run` sends new mails.
 base=$(( $(date +%s) % 1000000 * 10 ))
 vi=$((base + 1)) en=$((base + 2)) dup=$((base + 3)) early=$((base + 4)) late=$((base + 5))
-echo "== publishing demo orders through RabbitMQ (order ids $vi..$late)"
+say "publishing demo orders through RabbitMQ (order ids $vi..$late)"
 "$bin" emit order-confirmed --order-id "$vi" --locale vi --email "nguyen.van.b@example.com"
 "$bin" emit order-confirmed --order-id "$en" --locale en --email "jane.doe@example.com"
 "$bin" emit order-confirmed --order-id "$dup" --locale vi --email "tran.thi.c@example.com" --duplicate
 "$bin" emit order-cancelled --order-id "$early"
 "$bin" emit order-confirmed --order-id "$early" --locale en --email "early.cancel@example.com"
 "$bin" emit order-confirmed --order-id "$late" --locale vi --email "late.cancel@example.com"
+say "waiting until the mails are sent, then cancelling order $late (too late: it was sent)"
+for o in "$vi" "$en" "$dup" "$late"; do wait_status "$o" sent 30; done
+"$bin" emit order-cancelled --order-id "$late"
+
+# The database gauges (mailsvc_mails{status} ...) come from one query every 5 s: wait for the
+# first refresh after the demo, so /metrics shows it.
+say "waiting for the database gauges' next refresh (every 5 s) so /metrics shows the demo"
+t0=$(date +%s)
 for _ in $(seq 1 50); do
-  "$bin" mail show "order-confirmed:$late" 2>/dev/null | grep -q '^status: *sent' && break
+  last=$(curl -fs http://127.0.0.1:8080/metrics | awk '/^mailsvc_stats_last_refresh_timestamp_seconds /{printf "%d", $2}')
+  [ "${last:-0}" -gt "$t0" ] && break
   sleep 0.2
 done
-"$bin" emit order-cancelled --order-id "$late"
-sleep 1
 
+purge=rabbitmqctl
+[[ $MAILSVC_AMQP_URL == *:5672/* ]] || purge="scripts/services.sh rabbitmqctl"
+cli="MAILSVC_CONFIG=$MAILSVC_CONFIG $bin" # configs/dev.yaml names the default ports
+[[ $MAILSVC_DATABASE_URL == *:5432/* && $MAILSVC_AMQP_URL == *:5672/* ]] || cli=". .run/dev.env; $cli"
+owner=$(cat .run/mailpit.owner 2>/dev/null || echo unknown)
 cat <<TXT
 
 == mailsvc is running (logs: .run/mailsvc.log). Where to look:
-  Mailpit (the mails):  http://127.0.0.1:8025
+  Mailpit (the mails):  http://127.0.0.1:8025   SMTP 127.0.0.1:1025: $owner
   Metrics:              http://127.0.0.1:8080/metrics   readiness: http://127.0.0.1:8080/readyz
-  One mail's story:     MAILSVC_CONFIG=$MAILSVC_CONFIG $bin mail show order-confirmed:$vi
-  An order's mails:     MAILSVC_CONFIG=$MAILSVC_CONFIG $bin mail show --order $late
+  One mail's story:     $cli mail show order-confirmed:$vi
+  An order's mails:     $cli mail show --order $late
 Expected: 4 mails in Mailpit ($vi vi, $en en, $dup once despite the duplicate event, $late sent
 before its cancel arrived -> EmailCancelTooLate); none for $early (cancelled before its confirm).
+The database gauges (mailsvc_mails{status}, ...) refresh every 5 s; this banner waited for one.
+In mailsvc_events_consumed_total this run adds 2 to outcome="duplicate": the second copy of
+$dup's event, and $early's confirmation, whose key the cancel's tombstone already held.
+The feedback events (6 per run: EmailSent x4, EmailCancelled for $early, EmailCancelTooLate for
+$late) go to amqp.events_exchange and pile up in queue mail.events.dev, which keeps them for
+you to read (nothing consumes it); empty it with: $purge purge_queue mail.events.dev
 
 TXT
 "$bin" mail show "order-confirmed:$late" || true
 echo
-echo "Press Ctrl-C to stop."
+ours=$(paste -sd' ' "$MAILSVC_SERVICES_STARTED")
+echo "Press Ctrl-C to stop mailsvc${ours:+ and what this run started ($ours)}.${used:+ Left running: $used.}"
 wait "$serve_pid"
