@@ -114,10 +114,6 @@ func outboxEvents(t *testing.T, b *bundle) []string {
 	return out
 }
 
-func padded(n int) string {
-	return string(rune('0'+n/100)) + string(rune('0'+n/10%10)) + string(rune('0'+n%10))
-}
-
 // A mail whose provider stays down past its max event age is not handed
 // over once it is too old: it ends failed with reason stale and one
 // EmailFailed, exactly as a stale event at ingest, and the server sees no
