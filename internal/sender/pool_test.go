@@ -233,7 +233,9 @@ func TestLateWriteOfAPartitionedWorkerIsFenced(t *testing.T) {
 	id := b.insert(t, "42")
 	stalled := newStallProvider()
 	cfg := testConfig()
-	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 600*time.Millisecond, 500*time.Millisecond
+	// A lease of 1.5 s: short enough for three to pass quickly, long
+	// enough that a heartbeat on a loaded 2-core machine is never late.
+	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 1500*time.Millisecond, 1200*time.Millisecond
 	fs := &flakyStore{Store: b.sc.Store}
 	_, mA := b.start(t, cfg, sender.Deps{Store: fs, Provider: stalled})
 	require.Equal(t, key("42"), <-stalled.started)
@@ -264,7 +266,9 @@ func TestHeartbeatKeepsASlowWorkerOwner(t *testing.T) {
 	id := b.insert(t, "42")
 	stalled := newStallProvider()
 	cfg := testConfig()
-	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 600*time.Millisecond, 500*time.Millisecond
+	// A lease of 1.5 s: short enough for three to pass quickly, long
+	// enough that a heartbeat on a loaded 2-core machine is never late.
+	cfg.Workers, cfg.Lease, cfg.SendTimeout = 1, 1500*time.Millisecond, 1200*time.Millisecond
 	_, mA := b.start(t, cfg, sender.Deps{Provider: stalled})
 	<-stalled.started
 	_, mB := b.start(t, testConfig(), sender.Deps{})
@@ -276,7 +280,7 @@ func TestHeartbeatKeepsASlowWorkerOwner(t *testing.T) {
 		return b.count(t, `SELECT (extract(epoch FROM locked_until) * 1000)::bigint FROM mail WHERE id = $1`, id)
 	}
 	first := leaseEnd()
-	require.Eventually(t, func() bool { return leaseEnd() > first+1200 }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return leaseEnd() > first+3000 }, 20*time.Second, 20*time.Millisecond)
 	require.Equal(t, 0, int(value(mB.LeaseReclaims)))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending' AND attempts = 1`, id))
 	close(stalled.release)
