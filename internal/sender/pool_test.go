@@ -280,7 +280,7 @@ func TestHeartbeatKeepsASlowWorkerOwner(t *testing.T) {
 		return b.count(t, `SELECT (extract(epoch FROM locked_until) * 1000)::bigint FROM mail WHERE id = $1`, id)
 	}
 	first := leaseEnd()
-	require.Eventually(t, func() bool { return leaseEnd() > first+3000 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return leaseEnd() > first+4500 }, 20*time.Second, 20*time.Millisecond)
 	require.Equal(t, 0, int(value(mB.LeaseReclaims)))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sending' AND attempts = 1`, id))
 	close(stalled.release)
