@@ -77,6 +77,11 @@ say "publishing demo orders through RabbitMQ (order ids $vi..$late)"
 say "waiting until the mails are sent, then cancelling order $late (too late: it was sent)"
 for o in "$vi" "$en" "$dup" "$late"; do wait_status "$o" sent 30; done
 "$bin" emit order-cancelled --order-id "$late"
+say "waiting for the cancellation notice that the late cancel of order $late sends"
+for _ in $(seq 1 150); do
+  "$bin" mail show "order-cancelled:$late" 2>/dev/null | grep -q '^status: *sent' && break
+  sleep 0.2
+done
 
 # The database gauges (mailsvc_mails{status} ...) come from one query every 5 s: wait for the
 # first refresh after the demo, so /metrics shows it.
@@ -100,13 +105,14 @@ cat <<TXT
   Metrics:              http://127.0.0.1:8080/metrics   readiness: http://127.0.0.1:8080/readyz
   One mail's story:     $cli mail show order-confirmed:$vi
   An order's mails:     $cli mail show --order $late
-Expected: 4 mails in Mailpit ($vi vi, $en en, $dup once despite the duplicate event, $late sent
-before its cancel arrived -> EmailCancelTooLate); none for $early (cancelled before its confirm).
+Expected: 5 mails in Mailpit ($vi vi, $en en, $dup once despite the duplicate event, $late sent
+before its cancel arrived -> EmailCancelTooLate, then $late's cancellation notice "Đơn hàng
+#$late đã bị hủy"); none for $early (cancelled before its confirm).
 The database gauges (mailsvc_mails{status}, ...) refresh every 5 s; this banner waited for one.
 In mailsvc_events_consumed_total this run adds 2 to outcome="duplicate": the second copy of
 $dup's event, and $early's confirmation, whose key the cancel's tombstone already held.
-The feedback events (6 per run: EmailSent x4, EmailCancelled for $early, EmailCancelTooLate for
-$late) go to amqp.events_exchange and pile up in queue mail.events.dev, which keeps them for
+The feedback events (7 per run: EmailSent x5 with the notice's, EmailCancelled for $early,
+EmailCancelTooLate for $late) go to amqp.events_exchange and pile up in queue mail.events.dev, which keeps them for
 you to read (nothing consumes it); empty it with: $purge purge_queue mail.events.dev
 
 TXT
