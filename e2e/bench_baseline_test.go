@@ -86,7 +86,7 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	srv := smtptest.New(b, smtptest.Options{Discard: discard})
 	sc := storetest.New(b)
 	names := brokertest.New(b)
-	conn := brokertest.Dial(b)
+	conn := brokertest.DialRaw(b)
 	ch, err := conn.Channel()
 	require.NoError(b, err)
 	require.NoError(b, ch.ExchangeDeclare(names.InputExchange, "topic", true, false, false, false, nil))

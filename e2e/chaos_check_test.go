@@ -425,7 +425,7 @@ func (r *chaosRig) checkPublished(fb *feedbackQueue) ([]string, int) {
 
 // queueDepth returns the number of ready messages in a queue.
 func queueDepth(t testing.TB, name string) int {
-	conn := brokertest.Dial(t)
+	conn := brokertest.DialRaw(t)
 	defer conn.Close()
 	ch, err := conn.Channel()
 	require.NoError(t, err)

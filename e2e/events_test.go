@@ -70,7 +70,7 @@ type publisher struct {
 // topology would) and returns a confirming publisher.
 func newPublisher(t testing.TB, n *brokertest.Names) *publisher {
 	t.Helper()
-	conn := brokertest.Dial(t)
+	conn := brokertest.DialRaw(t)
 	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	require.NoError(t, err)
@@ -124,7 +124,7 @@ type feedbackQueue struct {
 
 func newFeedbackQueue(t testing.TB, n *brokertest.Names) *feedbackQueue {
 	t.Helper()
-	conn := brokertest.Dial(t)
+	conn := brokertest.DialRaw(t)
 	t.Cleanup(func() { conn.Close() })
 	ch, err := conn.Channel()
 	require.NoError(t, err)

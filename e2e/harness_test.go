@@ -201,7 +201,7 @@ func (p *proc) metrics(t testing.TB) string {
 
 // queueExists reports whether a queue of that name is declared.
 func queueExists(t testing.TB, name string) bool {
-	conn := brokertest.Dial(t)
+	conn := brokertest.DialRaw(t)
 	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
@@ -102,7 +103,7 @@ func TestMetricsFollowARealFlow(t *testing.T) {
 	got, ok, err := g.Get(n.DeadLetterQueue)
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, "malformed_json", broker.DeadLetterReason(got.Headers))
+	require.Equal(t, "malformed_json", deadletter.Reason(got.Headers))
 	requireNoSecret(t, "dead-letter headers", fmt.Sprint(got.Headers))
 	requireNoSecret(t, "logs", d.logs.String())
 }

@@ -118,11 +118,5 @@ func queueDepth(t *testing.T, queue string) int {
 // it does not exist.
 func queueState(t *testing.T, queue string) (messages, consumers int, err error) {
 	t.Helper()
-	conn := brokertest.Dial(t)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	return q.Messages, q.Consumers, err
+	return brokertest.QueueState(t, queue)
 }

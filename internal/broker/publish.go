@@ -47,14 +47,14 @@ type Message struct {
 type Publisher struct {
 	// seq numbers this publisher's messages for matching basic.return.
 	seq     uint64
-	conn    *amqp.Connection
+	conn    *Conn
 	ch      *amqp.Channel
 	returns chan amqp.Return
-	closed  chan *amqp.Error
+	closed  <-chan error
 }
 
 // NewPublisher opens a channel on conn and puts it in confirm mode.
-func NewPublisher(conn *amqp.Connection) (*Publisher, error) {
+func NewPublisher(conn *Conn) (*Publisher, error) {
 	p := &Publisher{conn: conn}
 	if err := p.open(); err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func NewPublisher(conn *amqp.Connection) (*Publisher, error) {
 }
 
 func (p *Publisher) open() error {
-	ch, err := p.conn.Channel()
+	ch, err := p.conn.c.Channel()
 	if err != nil {
 		return fmt.Errorf("open publish channel: %w", err)
 	}
@@ -73,7 +73,7 @@ func (p *Publisher) open() error {
 	}
 	p.ch = ch
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, MaxBatch))
-	p.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
+	p.closed = closedErrors(ch.NotifyClose(make(chan *amqp.Error, 1)))
 	return nil
 }
 
@@ -113,11 +113,9 @@ func (p *Publisher) DeclareBoundQueue(queue, exchange, key string) error {
 	return nil
 }
 
-// Channel returns the underlying channel (for declarations).
-func (p *Publisher) Channel() *amqp.Channel { return p.ch }
-
-// Closed is closed (or receives the reason) when the channel closes.
-func (p *Publisher) Closed() <-chan *amqp.Error { return p.closed }
+// Closed receives the broker's reason when the broker closes the channel,
+// and is closed without a value afterwards or when the client closed it.
+func (p *Publisher) Closed() <-chan error { return p.closed }
 
 // Close closes the channel.
 func (p *Publisher) Close() error { return p.ch.Close() }
@@ -145,10 +143,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 	confs := make([]*amqp.DeferredConfirmation, len(msgs))
 	ids := make([]string, len(msgs))
 	for i, m := range msgs {
-		pub := m.publishing()
 		p.seq++
 		ids[i] = fmt.Sprintf("%p-%d", p, p.seq)
-		pub.Headers = withHeader(pub.Headers, PublishIDHeader, ids[i])
+		pub := m.publishing(PublishIDHeader, ids[i])
 		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, m.Exchange, m.RoutingKey, m.Mandatory, false, pub)
 		if err != nil {
 			errs[i] = fmt.Errorf("publish: %w", err)
@@ -175,16 +172,6 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) []error {
 // to the message it published, whatever the message's own message_id (which
 // may be empty, or shared by two messages).
 const PublishIDHeader = "x-mailsvc-publish-id"
-
-// withHeader returns a copy of h with key set to v.
-func withHeader(h amqp.Table, key string, v any) amqp.Table {
-	out := make(amqp.Table, len(h)+1)
-	for k, val := range h {
-		out[k] = val
-	}
-	out[key] = v
-	return out
-}
 
 func (p *Publisher) wait(ctx context.Context, c *amqp.DeferredConfirmation) error {
 	ack, err := c.WaitContext(ctx)
@@ -221,13 +208,17 @@ func (p *Publisher) drainReturns() map[string]bool {
 	}
 }
 
-func (m Message) publishing() amqp.Publishing {
+// publishing is m for amqp091-go, its headers copied (m.Headers is not
+// modified) with key set to v.
+func (m Message) publishing(key string, v any) amqp.Publishing {
+	h := toTable(m.Headers, 1)
+	h[key] = v
 	mode := amqp.Transient
 	if m.Persistent {
 		mode = amqp.Persistent
 	}
 	return amqp.Publishing{
-		Headers: amqp.Table(m.Headers), ContentType: m.ContentType, DeliveryMode: mode,
+		Headers: h, ContentType: m.ContentType, DeliveryMode: mode,
 		MessageId: m.MessageID, Type: m.Type, Timestamp: m.Timestamp, Body: m.Body,
 	}
 }

@@ -7,7 +7,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -43,29 +42,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Dial opens one connection, with a heartbeat of 10 s and the configured
-// dial timeout.
-func Dial(c Config) (*amqp.Connection, error) {
-	c = c.withDefaults()
-	conn, err := amqp.DialConfig(c.URL, amqp.Config{
-		Heartbeat:  10 * time.Second,
-		Locale:     "en_US",
-		Dial:       amqp.DefaultDial(c.DialTimeout),
-		Properties: amqp.Table{"connection_name": c.Name},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), err)
-	}
-	return conn, nil
-}
-
 // Session is the work done on one live connection. It calls healthy once
 // the connection does its job (channels open, topology declared,
 // consuming): from then on, the next reconnect waits only the shortest
 // backoff again. It must return when ctx is done (ctx is cancelled when the
 // connection closes) or when its own channel closes; it returns nil only
 // for a clean stop.
-type Session func(ctx context.Context, conn *amqp.Connection, healthy func()) error
+type Session func(ctx context.Context, conn *Conn, healthy func()) error
 
 // PublishSession is the work done with a confirming Publisher on one live
 // connection; the same contract as Session.
@@ -76,7 +59,7 @@ type PublishSession func(ctx context.Context, pub *Publisher) error
 // closes it afterwards, so the caller never touches amqp091-go types. The
 // connection counts as healthy once the publisher's channel is open.
 func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session PublishSession) error {
-	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *amqp.Connection, healthy func()) error {
+	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *Conn, healthy func()) error {
 		pub, err := NewPublisher(conn)
 		if err != nil {
 			return err
@@ -134,7 +117,7 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 	onState(true)
 	defer onState(false)
 	defer conn.Close()
-	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	closed := conn.c.NotifyClose(make(chan *amqp.Error, 1))
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -150,13 +133,4 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 		err = errors.New("session returned while the connection is open")
 	}
 	return once.Load(), err
-}
-
-func redactURL(raw string) string {
-	u, err := amqp.ParseURI(raw)
-	if err != nil {
-		return "<unparsable amqp url>"
-	}
-	u.Password = "xxxxx"
-	return u.String()
 }

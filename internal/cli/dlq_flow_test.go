@@ -12,6 +12,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
@@ -115,8 +116,8 @@ func TestDLQReplayAfterAConfigFix(t *testing.T) {
 	got := drain(t, o.names.DeadLetterQueue)
 	require.Len(t, got, 1)
 	require.Equal(t, "bad-1", got[0].MessageID)
-	require.Equal(t, string(mailtype.ReasonMalformedJSON), broker.DeadLetterReason(got[0].Headers))
-	require.EqualValues(t, 2, got[0].Headers[broker.HeaderReplays])
+	require.Equal(t, string(mailtype.ReasonMalformedJSON), deadletter.Reason(got[0].Headers))
+	require.EqualValues(t, 2, got[0].Headers[deadletter.HeaderReplays])
 	require.EqualValues(t, 2, o.sc.QueryInt(t, `SELECT count(*) FROM mail`))
 }
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
-	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 )
 
 // dlqTopology declares, with the test's names: the input exchange and a
@@ -19,22 +19,12 @@ import (
 // itself dead-letters a message and writes x-death.
 func dlqTopology(t *testing.T, n *brokertest.Names, inputArgs map[string]any) {
 	t.Helper()
-	conn := brokertest.Dial(t)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
 	for _, x := range []string{n.InputExchange, n.DeadLetterExchange, n.EventsExchange} {
-		require.NoError(t, ch.ExchangeDeclare(x, "topic", true, false, false, false, nil))
+		brokertest.DeclareExchange(t, x)
 	}
-	declare := func(q, x, key string, args map[string]any) {
-		_, err := ch.QueueDeclare(q, true, false, false, false, args)
-		require.NoError(t, err)
-		require.NoError(t, ch.QueueBind(q, key, x, false, nil))
-	}
-	declare(n.Queue, n.InputExchange, "order.*", inputArgs)
-	declare(n.DeadLetterQueue, n.DeadLetterExchange, "#", nil)
-	declare(n.EventsQueue, n.EventsExchange, "#", map[string]any{"x-message-ttl": int32(0), "x-dead-letter-exchange": n.DeadLetterExchange})
+	brokertest.DeclareQueue(t, n.Queue, n.InputExchange, "order.*", inputArgs)
+	brokertest.DeclareQueue(t, n.DeadLetterQueue, n.DeadLetterExchange, "#", nil)
+	brokertest.DeclareQueue(t, n.EventsQueue, n.EventsExchange, "#", map[string]any{"x-message-ttl": int32(0), "x-dead-letter-exchange": n.DeadLetterExchange})
 }
 
 // publish publishes one message with confirm.
@@ -90,8 +80,8 @@ func seedDLQ(t *testing.T, n *brokertest.Names) {
 	t.Helper()
 	publish(t, broker.Message{Exchange: n.DeadLetterExchange, RoutingKey: "poison", MessageID: "ev-1", Type: "OrderCancelled",
 		ContentType: "application/json", Body: []byte(`{"n":1}`), Persistent: true,
-		Headers: map[string]any{mailtype.HeaderOriginalRoutingKey: "order.cancelled", mailtype.HeaderErrorReason: "too_large",
-			mailtype.HeaderErrorClass: "permanent", "x-producer": "orders"}})
+		Headers: map[string]any{deadletter.HeaderOriginalRoutingKey: "order.cancelled", deadletter.HeaderErrorReason: "too_large",
+			deadletter.HeaderErrorClass: "permanent", "x-producer": "orders"}})
 	publish(t, broker.Message{Exchange: n.EventsExchange, RoutingKey: "order.confirmed", MessageID: "ev-2", Type: "OrderConfirmed",
 		ContentType: "application/json", Body: []byte(`{"n":2}`), Persistent: true})
 	require.Eventually(t, func() bool { return depth(t, n.DeadLetterQueue) == 2 }, 10*time.Second, 20*time.Millisecond)
@@ -128,8 +118,8 @@ func TestDLQReplayMovesMessagesBackWithTheirRoutingKey(t *testing.T) {
 	require.Equal(t, "application/json", ev1.ContentType)
 	require.True(t, ev1.Persistent)
 	require.Equal(t, "orders", ev1.Headers["x-producer"], "foreign headers are kept")
-	require.NotContains(t, ev1.Headers, mailtype.HeaderErrorReason)
-	require.EqualValues(t, 1, ev1.Headers[broker.HeaderReplays])
+	require.NotContains(t, ev1.Headers, deadletter.HeaderErrorReason)
+	require.EqualValues(t, 1, ev1.Headers[deadletter.HeaderReplays])
 	require.Equal(t, "order.confirmed", ev2.RoutingKey)
 	require.NotContains(t, ev2.Headers, "x-death")
 	require.NotContains(t, ev2.Headers, "x-first-death-reason")
@@ -175,8 +165,8 @@ func TestDLQReplayOfAStillBadMessageDoesNotLoop(t *testing.T) {
 	got := drain(t, o.names.DeadLetterQueue)
 	require.Len(t, got, 2)
 	for _, g := range got {
-		require.Equal(t, "expired", broker.DeadLetterReason(g.Headers))
-		require.EqualValues(t, 1, g.Headers[broker.HeaderReplays])
+		require.Equal(t, "expired", deadletter.Reason(g.Headers))
+		require.EqualValues(t, 1, g.Headers[deadletter.HeaderReplays])
 	}
 }
 
@@ -185,7 +175,7 @@ func TestDLQReplayUnroutableLeavesTheMessage(t *testing.T) {
 	o := newOpsEnv(t, "")
 	dlqTopology(t, o.names, nil)
 	publish(t, broker.Message{Exchange: o.names.DeadLetterExchange, RoutingKey: "x", MessageID: "ev-9", Body: []byte(`{}`),
-		Headers: map[string]any{mailtype.HeaderOriginalRoutingKey: "nobody.listens"}})
+		Headers: map[string]any{deadletter.HeaderOriginalRoutingKey: "nobody.listens"}})
 	require.Eventually(t, func() bool { return depth(t, o.names.DeadLetterQueue) == 1 }, 10*time.Second, 20*time.Millisecond)
 
 	out, err := o.run(t, "dlq", "replay")

@@ -209,3 +209,14 @@ func publishAll(ctx context.Context, pub *broker.Publisher, msgs []broker.Messag
 	}
 	return nil
 }
+
+// publishHint adds what an operator can do about a publish error.
+func publishHint(err error) error {
+	switch {
+	case errors.Is(err, broker.ErrReturned):
+		return fmt.Errorf("%w: no queue is bound for that routing key (is the topology declared? `mailsvc serve` declares it)", err)
+	case errors.Is(err, broker.ErrChannelClosed):
+		return fmt.Errorf("%w: does the exchange exist? (`mailsvc serve` declares it)", err)
+	}
+	return err
+}

@@ -103,11 +103,7 @@ func TestEmitRefusals(t *testing.T) {
 	require.ErrorContains(t, err, "mailsvc serve")
 
 	// The exchange exists but nothing is bound for the key.
-	conn := brokertest.Dial(t)
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	require.NoError(t, ch.ExchangeDeclare(o.names.InputExchange, "topic", true, false, false, false, nil))
-	conn.Close()
+	brokertest.DeclareExchange(t, o.names.InputExchange)
 	_, err = o.run(t, "emit", "order-confirmed", "--order-id", "1")
 	require.Equal(t, ExitUnavailable, ExitCode(err))
 	require.ErrorContains(t, err, "no queue is bound for that routing key")

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -30,7 +30,7 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 	if len(dead) == 0 {
 		// Flights settle in order, so every earlier tag on this channel is
 		// acked already and one multiple ack covers exactly this batch.
-		if err := l.ch.Ack(batch[len(batch)-1].d.DeliveryTag, len(batch) > 1); err != nil {
+		if err := l.ch.Ack(batch[len(batch)-1].Tag, len(batch) > 1); err != nil {
 			return fmt.Errorf("ack batch: %w", err)
 		}
 		l.done(batch, decisions, results, settled)
@@ -47,9 +47,9 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 	return l.ackEach(batch, decisions, results, dead)
 }
 
-func (l *loop) ackEach(batch []received, decisions []Decision, results []store.IngestResult, idx []int) error {
+func (l *loop) ackEach(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) error {
 	for _, i := range idx {
-		if err := l.ch.Ack(batch[i].d.DeliveryTag, false); err != nil {
+		if err := l.ch.Ack(batch[i].Tag, false); err != nil {
 			return fmt.Errorf("ack: %w", err)
 		}
 	}
@@ -147,16 +147,15 @@ const deadLetterAttempts = 3
 // timeout, unroutable) with backoff. A closed publish channel, or
 // deadLetterAttempts failures, end the session instead: the messages are
 // not acked, so they come back and are dead-lettered then.
-func (l *loop) publishDead(ctx context.Context, batch []received, decisions []Decision, dead []int) error {
+func (l *loop) publishDead(ctx context.Context, batch []broker.Delivery, decisions []Decision, dead []int) error {
 	pending := dead
 	for attempt := 1; ; attempt++ {
-		now := time.Now()
-		msgs := make([]broker.Message, len(pending))
+		letters := make([]deadletter.Letter, len(pending))
 		for j, i := range pending {
-			msgs[j] = deadLetterMessage(batch[i].d, decisions[i].Err, l.c.cfg.DeadLetterExchange, now)
+			letters[j] = deadletter.Letter{Delivery: batch[i], Err: decisions[i].Err}
 		}
 		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.ConfirmTimeout)
-		errs := l.pub.PublishBatch(cctx, msgs)
+		errs := deadletter.Publish(cctx, l.pub, l.c.cfg.DeadLetterExchange, letters)
 		cancel()
 		var failed []int
 		var lastErr error
@@ -171,7 +170,7 @@ func (l *loop) publishDead(ctx context.Context, batch []received, decisions []De
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.Channel().IsClosed() || attempt == deadLetterAttempts {
+		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.IsClosed() || attempt == deadLetterAttempts {
 			return fmt.Errorf("dead-letter to %s (attempt %d): %w", l.c.cfg.DeadLetterExchange, attempt, lastErr)
 		}
 		l.c.log.Warn("dead-lettering failed; holding the messages and retrying", "error", lastErr, "attempt", attempt, "messages", len(failed))
@@ -198,7 +197,7 @@ func (l *loop) wake(res []store.IngestResult) {
 }
 
 // done counts and logs the acked deliveries idx.
-func (l *loop) done(batch []received, decisions []Decision, results []store.IngestResult, idx []int) {
+func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) {
 	for _, i := range idx {
 		d := decisions[i]
 		outcome, reason := results[i].Outcome, mailtype.Reason("")
@@ -208,13 +207,13 @@ func (l *loop) done(batch []received, decisions []Decision, results []store.Inge
 		case ActionDeadLetter:
 			outcome, reason = mailtype.OutcomeDeadLettered, d.Err.Reason
 		}
-		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].at)
+		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].Received)
 		l.logOutcome(batch[i], d, outcome)
 	}
 }
 
-func (l *loop) logOutcome(r received, d Decision, outcome mailtype.Outcome) {
-	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.d.RoutingKey}
+func (l *loop) logOutcome(r broker.Delivery, d Decision, outcome mailtype.Outcome) {
+	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.RoutingKey}
 	if m := d.Item.Mail; m != nil {
 		args = append(args, "dedupe_key", m.DedupeKey)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -134,27 +133,20 @@ func runBaseline(b *testing.B, prefetch, batch int) float64 {
 	sc := storetest.New(b)
 	ctx := context.Background()
 	start := time.Now()
-	conn, err := amqp.Dial(cfg.URL)
+	conn, err := broker.Dial(broker.Config{URL: cfg.URL, Name: "consumer-bench-raw"})
 	require.NoError(b, err)
 	defer conn.Close()
 	ch, err := conn.Channel()
 	require.NoError(b, err)
-	require.NoError(b, ch.Qos(prefetch, 0, false))
-	deliveries, err := ch.Consume(cfg.Queue, "", false, false, false, false, nil)
+	require.NoError(b, ch.Qos(prefetch))
+	in, err := ch.Consume(cfg.Queue, "", prefetch)
 	require.NoError(b, err)
-	in := make(chan amqp.Delivery, prefetch)
-	go func() {
-		defer close(in)
-		for d := range deliveries {
-			in <- d
-		}
-	}()
 	for done := 0; done < benchEvents; {
 		rows := []store.RawMail{}
 		var last uint64
 		for d := range in {
-			rows = append(rows, store.RawMail{EventID: d.MessageId, DedupeKey: "raw:" + d.MessageId, Payload: d.Body})
-			last = d.DeliveryTag
+			rows = append(rows, store.RawMail{EventID: d.MessageID, DedupeKey: "raw:" + d.MessageID, Payload: d.Body})
+			last = d.Tag
 			if len(rows) == batch || len(in) == 0 {
 				break
 			}

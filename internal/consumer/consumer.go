@@ -33,7 +33,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -88,8 +87,8 @@ type Consumer struct {
 	mu            sync.Mutex
 	started       bool
 	cancel        context.CancelFunc // hard stop of everything
-	conn          *amqp.Connection   // current connection, closed on hard stop
-	ch            *amqp.Channel      // consuming channel, nil when not consuming
+	conn          *broker.Conn       // current connection, closed on hard stop
+	ch            *broker.Channel    // consuming channel, nil when not consuming
 	stopRequested bool
 
 	// refusal tracks a database that refuses writes (refusal.go).
@@ -227,7 +226,7 @@ func (c *Consumer) watchStop(ctx context.Context) {
 
 // beginConsuming records ch as the consuming channel; it reports false
 // (and ends the consumer) when Stop came first.
-func (c *Consumer) beginConsuming(ch *amqp.Channel) bool {
+func (c *Consumer) beginConsuming(ch *broker.Channel) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopRequested {
@@ -250,7 +249,7 @@ func (c *Consumer) endConsuming() {
 	}
 }
 
-func (c *Consumer) setConn(conn *amqp.Connection) {
+func (c *Consumer) setConn(conn *broker.Conn) {
 	c.mu.Lock()
 	c.conn = conn
 	c.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
@@ -111,15 +112,15 @@ func TestPoisonGoesToDeadLetterQueueOnFirstDelivery(t *testing.T) {
 	dead := b.deadLetters(t)
 	require.Len(t, dead, len(poison))
 	for _, d := range dead {
-		reason := mailtype.Reason(d.Headers[mailtype.HeaderErrorReason].(string))
+		reason := mailtype.Reason(d.Headers[deadletter.HeaderErrorReason].(string))
 		require.Equal(t, poison[reason], d.Body, "reason %s carries its own message", reason)
-		require.Equal(t, "permanent", d.Headers[mailtype.HeaderErrorClass])
-		require.Equal(t, "order.confirmed", d.Headers[mailtype.HeaderOriginalRoutingKey])
+		require.Equal(t, "permanent", d.Headers[deadletter.HeaderErrorClass])
+		require.Equal(t, "order.confirmed", d.Headers[deadletter.HeaderOriginalRoutingKey])
 		require.Equal(t, "order.confirmed", d.RoutingKey)
-		require.Equal(t, b.names.InputExchange, d.Headers[mailtype.HeaderOriginalExchange])
-		require.Equal(t, false, d.Headers[mailtype.HeaderRedelivered], "dead-lettered on its first delivery")
-		require.NotEmpty(t, d.Headers[mailtype.HeaderDeadLetteredAt])
-		require.NotContains(t, d.Headers[mailtype.HeaderError], "b@example.com", "sanitized")
+		require.Equal(t, b.names.InputExchange, d.Headers[deadletter.HeaderOriginalExchange])
+		require.Equal(t, false, d.Headers[deadletter.HeaderRedelivered], "dead-lettered on its first delivery")
+		require.NotEmpty(t, d.Headers[deadletter.HeaderDeadLetteredAt])
+		require.NotContains(t, d.Headers[deadletter.HeaderError], "b@example.com", "sanitized")
 		require.Equal(t, 1.0, r.metric(t, "mailsvc_events_dead_lettered_total", "reason", string(reason)))
 	}
 	require.Equal(t, 0, b.queueDepth(t, b.names.Queue))

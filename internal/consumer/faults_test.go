@@ -10,7 +10,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/consumer"
-	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
 )
 
@@ -169,11 +169,7 @@ func TestDeletedQueueIsRedeclared(t *testing.T) {
 	r := b.start(t)
 	b.publish(t, "order.confirmed", body(t, confirmedNow("920")))
 	r.waitConsumed(t, 1)
-	ch, err := b.conn.Channel()
-	require.NoError(t, err)
-	_, err = ch.QueueDelete(b.names.Queue, false, false, false)
-	require.NoError(t, err)
-	require.NoError(t, ch.Close())
+	brokertest.DeleteQueue(t, b.names.Queue)
 	require.Eventually(t, func() bool { return r.c.SessionsForTest() == 2 && r.c.Ready(b.ctx) == nil }, waitFor, tick, "the broker's cancel ended the session")
 	b.publish(t, "order.confirmed", body(t, confirmedNow("921")))
 	r.waitConsumed(t, 2)
@@ -224,8 +220,8 @@ func TestValueTheDatabaseCannotStoreDeadLettersOnlyItsEvent(t *testing.T) {
 	require.Equal(t, 10, b.count(t, `SELECT count(*) FROM mail`))
 	dead := b.deadLetters(t)
 	require.Len(t, dead, 1)
-	require.Equal(t, "invalid_field", dead[0].Headers[mailtype.HeaderErrorReason])
-	require.Equal(t, bad["event_id"], dead[0].MessageId)
+	require.Equal(t, "invalid_field", dead[0].Headers[deadletter.HeaderErrorReason])
+	require.Equal(t, bad["event_id"], dead[0].MessageID)
 }
 
 // A deleted dead-letter queue makes the publish of a poison message come
@@ -235,11 +231,7 @@ func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	r := b.start(t)
-	ch, err := b.conn.Channel()
-	require.NoError(t, err)
-	_, err = ch.QueueDelete(b.names.DeadLetterQueue, false, false, false)
-	require.NoError(t, err)
-	require.NoError(t, ch.Close())
+	brokertest.DeleteQueue(t, b.names.DeadLetterQueue)
 	b.publish(t, "order.confirmed", []byte(`not json`), body(t, confirmedNow("970")))
 	r.waitConsumed(t, 2)
 	// The confirm may have committed in the session the failed dead-letter
@@ -251,5 +243,5 @@ func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
 	dead := b.deadLetters(t)
 	require.Len(t, dead, 1)
 	require.Equal(t, []byte(`not json`), dead[0].Body)
-	require.Equal(t, true, dead[0].Headers[mailtype.HeaderRedelivered], "held, then redelivered once")
+	require.Equal(t, true, dead[0].Headers[deadletter.HeaderRedelivered], "held, then redelivered once")
 }

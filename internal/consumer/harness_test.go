@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -34,7 +33,7 @@ type bundle struct {
 	// test puts a proxy in between).
 	store *store.Store
 	tmpl  *templates.Registry
-	conn  *amqp.Connection
+	conn  *broker.Conn
 	pub   *broker.Publisher
 	// logs keeps what every consumer of the test logged at warn or above.
 	logs *logRecorder
@@ -122,29 +121,13 @@ func (b *bundle) publish(t *testing.T, rk string, bodies ...[]byte) {
 // queueDepth is the number of ready messages in queue.
 func (b *bundle) queueDepth(t *testing.T, queue string) int {
 	t.Helper()
-	ch, err := b.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
-	require.NoError(t, err)
-	return q.Messages
+	return brokertest.Depth(t, queue)
 }
 
 // deadLetters takes every message from the dead-letter queue.
-func (b *bundle) deadLetters(t *testing.T) []amqp.Delivery {
+func (b *bundle) deadLetters(t *testing.T) []broker.Delivery {
 	t.Helper()
-	ch, err := b.conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	var out []amqp.Delivery
-	for {
-		d, ok, err := ch.Get(b.names.DeadLetterQueue, true)
-		require.NoError(t, err)
-		if !ok {
-			return out
-		}
-		out = append(out, d)
-	}
+	return brokertest.Drain(t, b.names.DeadLetterQueue)
 }
 
 func (b *bundle) count(t *testing.T, sql string, args ...any) int {

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 
+	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -26,7 +27,7 @@ import (
 
 // flight is one batch on its way through the pipeline.
 type flight struct {
-	batch     []received
+	batch     []broker.Delivery
 	decisions []Decision
 	// results and err are written by the flight's recorder before done is
 	// closed; err means the batch cannot be acked on this channel.
@@ -100,7 +101,7 @@ func (l *loop) receive(ctx context.Context, flights chan<- *flight) error {
 			stop, stopped = nil, true
 			// After cancel-ok no delivery follows; the library then closes
 			// the deliveries channel once we have read what it holds.
-			if err := l.ch.Cancel(l.tag, false); err != nil {
+			if err := l.ch.Cancel(l.tag); err != nil {
 				return fmt.Errorf("cancel consumer: %w", err)
 			}
 			l.c.log.Info("stopping: consumer cancelled, finishing deliveries in flight")
@@ -119,7 +120,7 @@ const parallelDecideMin = 32
 
 // decide classifies every delivery of batch (CPU only, no I/O), on up to
 // GOMAXPROCS goroutines for a large batch.
-func (l *loop) decide(batch []received) *flight {
+func (l *loop) decide(batch []broker.Delivery) *flight {
 	f := &flight{batch: batch, decisions: make([]Decision, len(batch)), done: make(chan struct{})}
 	workers := min(runtime.GOMAXPROCS(0), len(batch)/parallelDecideMin+1)
 	var wg sync.WaitGroup
@@ -127,10 +128,10 @@ func (l *loop) decide(batch []received) *flight {
 		wg.Go(func() {
 			for i := w; i < len(batch); i += workers {
 				r := batch[i]
-				if r.d.Redelivered {
+				if r.Redelivered {
 					l.c.redelivered.Add(1)
 				}
-				f.decisions[i] = l.c.decider.Decide(Message{Body: r.d.Body, MessageID: r.d.MessageId})
+				f.decisions[i] = l.c.decider.Decide(Message{Body: r.Body, MessageID: r.MessageID})
 			}
 		})
 	}

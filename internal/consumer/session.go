@@ -11,18 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
-
-// received is a delivery and the time it arrived.
-type received struct {
-	d  amqp.Delivery
-	at time.Time
-}
 
 // session is the work on one live connection (a broker.Session): declare
 // the topology, then, again and again, wait until the database accepts
@@ -32,7 +24,7 @@ type received struct {
 // the database refuses writes (errWritesRefused) is followed by the next
 // round on the same connection. healthy is called each time consuming
 // starts: a reconnect after that starts from the shortest backoff.
-func (c *Consumer) session(ctx context.Context, conn *amqp.Connection, healthy func()) error {
+func (c *Consumer) session(ctx context.Context, conn *broker.Conn, healthy func()) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
 	if c.cfg.DeclareTopology {
@@ -54,7 +46,7 @@ func (c *Consumer) session(ctx context.Context, conn *amqp.Connection, healthy f
 // consume opens a confirm-mode channel for dead-lettering and a consuming
 // channel, and consumes until the loop ends. Closing the consuming channel
 // on return hands its unacknowledged deliveries back to the broker.
-func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection, healthy func()) error {
+func (c *Consumer) consume(ctx context.Context, conn *broker.Conn, healthy func()) error {
 	pub, err := broker.NewPublisher(conn)
 	if err != nil {
 		return err
@@ -62,11 +54,11 @@ func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection, healthy f
 	defer pub.Close()
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("open consume channel: %w", err)
+		return err
 	}
 	defer ch.Close()
-	if err := ch.Qos(c.cfg.Prefetch, 0, false); err != nil {
-		return fmt.Errorf("set prefetch %d: %w", c.cfg.Prefetch, err)
+	if err := ch.Qos(c.cfg.Prefetch); err != nil {
+		return err
 	}
 	gone := watchChannels(ch, pub.Closed())
 	if !c.beginConsuming(ch) {
@@ -74,15 +66,13 @@ func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection, healthy f
 	}
 	defer c.endConsuming()
 	tag := consumerTag()
-	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
+	deliveries, err := ch.Consume(c.cfg.Queue, tag, c.cfg.Prefetch)
 	if err != nil {
-		return fmt.Errorf("consume %s: %w", c.cfg.Queue, err)
+		return err
 	}
 	healthy()
-	quit := make(chan struct{})
-	defer close(quit)
 	c.log.Info("consuming", "queue", c.cfg.Queue, "consumer_tag", tag, "prefetch", c.cfg.Prefetch, "batch_size", c.cfg.BatchSize)
-	l := &loop{c: c, ch: ch, pub: pub, tag: tag, in: forward(deliveries, c.cfg.Prefetch, quit), gone: gone}
+	l := &loop{c: c, ch: ch, pub: pub, tag: tag, in: deliveries, gone: gone}
 	err = l.run(ctx)
 	switch {
 	case errors.Is(err, errWritesRefused):
@@ -135,18 +125,16 @@ type channelWatch struct {
 	err  error
 }
 
-func watchChannels(ch *amqp.Channel, pubClosed <-chan *amqp.Error) *channelWatch {
+func watchChannels(ch *broker.Channel, pubClosed <-chan error) *channelWatch {
 	w := &channelWatch{done: make(chan struct{})}
-	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
-	cancelled := ch.NotifyCancel(make(chan string, 1))
 	go func() {
 		defer close(w.done)
 		select {
-		case e := <-closed:
+		case e := <-ch.Closed():
 			w.err = closedError("consume channel", e)
 		case e := <-pubClosed:
 			w.err = closedError("dead-letter channel", e)
-		case tag := <-cancelled:
+		case tag := <-ch.Cancelled():
 			w.err = fmt.Errorf("broker cancelled consumer %q (queue deleted or moved)", tag)
 		}
 	}()
@@ -155,30 +143,11 @@ func watchChannels(ch *amqp.Channel, pubClosed <-chan *amqp.Error) *channelWatch
 
 // closedError describes a channel closure; e is nil for a client close.
 // A consumer acknowledgement timeout arrives here as PRECONDITION_FAILED.
-func closedError(what string, e *amqp.Error) error {
+func closedError(what string, e error) error {
 	if e == nil {
 		return fmt.Errorf("%s closed", what)
 	}
 	return fmt.Errorf("%s closed by the broker: %w", what, e)
-}
-
-// forward copies deliveries into a buffered channel, stamped with their
-// arrival time, so the loop can drain a batch without blocking (the
-// library's channel is unbuffered). It ends when deliveries closes or quit
-// is closed.
-func forward(deliveries <-chan amqp.Delivery, size int, quit <-chan struct{}) <-chan received {
-	out := make(chan received, size)
-	go func() {
-		defer close(out)
-		for d := range deliveries {
-			select {
-			case out <- received{d: d, at: time.Now()}:
-			case <-quit:
-				return
-			}
-		}
-	}()
-	return out
 }
 
 // consumerTag is unique per session and names the host for operators.
@@ -192,10 +161,10 @@ func consumerTag() string {
 // loop consumes one channel (see pipeline.go).
 type loop struct {
 	c    *Consumer
-	ch   *amqp.Channel
+	ch   *broker.Channel
 	pub  *broker.Publisher
 	tag  string
-	in   <-chan received
+	in   <-chan broker.Delivery
 	gone *channelWatch
 	// recorders counts the goroutines recording a flight.
 	recorders sync.WaitGroup
@@ -207,8 +176,8 @@ type loop struct {
 
 // collect returns first and whatever else has already arrived, up to the
 // batch size, without waiting.
-func (l *loop) collect(first received) []received {
-	batch := []received{first}
+func (l *loop) collect(first broker.Delivery) []broker.Delivery {
+	batch := []broker.Delivery{first}
 	for len(batch) < l.c.cfg.BatchSize {
 		select {
 		case r, ok := <-l.in:

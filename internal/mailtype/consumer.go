@@ -47,29 +47,3 @@ var DeadLetterReasons = []Reason{
 	ReasonInvalidAddress, ReasonTooLarge, ReasonMessageIDMismatch, ReasonUnknownTemplate,
 	ReasonRender, ReasonDeliveryLimit,
 }
-
-// Headers the consumer adds to a message it publishes to the dead-letter
-// exchange. The message keeps its body, its properties and its original
-// headers; `mailsvc dlq replay` reads HeaderOriginalRoutingKey to send it
-// back. A message RabbitMQ dead-lettered by itself (delivery limit) has
-// none of these and carries the standard x-death header instead.
-const (
-	// HeaderErrorClass is the error class, always "permanent".
-	HeaderErrorClass = "x-mailsvc-error-class"
-	// HeaderErrorReason is one of DeadLetterReasons.
-	HeaderErrorReason = "x-mailsvc-error-reason"
-	// HeaderError is the error text, sanitized (no addresses, no control
-	// characters, at most MaxErrorText bytes).
-	HeaderError = "x-mailsvc-error"
-	// HeaderDeadLetteredAt is when the consumer dead-lettered the message,
-	// RFC 3339 in UTC.
-	HeaderDeadLetteredAt = "x-mailsvc-dead-lettered-at"
-	// HeaderOriginalExchange is the exchange the message was published to.
-	HeaderOriginalExchange = "x-mailsvc-original-exchange"
-	// HeaderOriginalRoutingKey is the routing key the message was
-	// published with.
-	HeaderOriginalRoutingKey = "x-mailsvc-original-routing-key"
-	// HeaderRedelivered is true when the dead-lettered delivery was itself
-	// a redelivery (it should be false: poison goes on first delivery).
-	HeaderRedelivered = "x-mailsvc-redelivered"
-)

@@ -41,18 +41,9 @@ func BenchmarkRelay(b *testing.B) {
 // "#", deleted with the test's names (it is names.EventsQueue), and
 // returns a function that purges it.
 func bindDurable(b *testing.B, names *brokertest.Names) func() {
-	conn := brokertest.Dial(b)
-	b.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	require.NoError(b, err)
-	require.NoError(b, ch.ExchangeDeclare(names.EventsExchange, "topic", true, false, false, false, nil))
-	_, err = ch.QueueDeclare(names.EventsQueue, true, false, false, false, nil)
-	require.NoError(b, err)
-	require.NoError(b, ch.QueueBind(names.EventsQueue, "#", names.EventsExchange, false, nil))
-	return func() {
-		_, err := ch.QueuePurge(names.EventsQueue, false)
-		require.NoError(b, err)
-	}
+	brokertest.DeclareExchange(b, names.EventsExchange)
+	brokertest.DeclareQueue(b, names.EventsQueue, names.EventsExchange, "#", nil)
+	return func() { brokertest.PurgeQueue(b, names.EventsQueue) }
 }
 
 func benchRaw(b *testing.B, bd *bundle, purge func(), batch int) float64 {

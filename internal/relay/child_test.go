@@ -177,7 +177,7 @@ func TestTwoProcessesOnlyOnePublishesAndTheOtherTakesOver(t *testing.T) {
 
 	b.insert(t, batch(0)...)
 	require.Eventually(t, func() bool { _, _, p := first.state(); return p == 10 }, 20*time.Second, 10*time.Millisecond)
-	require.Len(t, obs.waitFor(t, 10), 10)
+	require.Len(t, obs.WaitFor(t, 10), 10)
 	leader, _, published := second.state()
 	require.False(t, leader)
 	require.Equal(t, 0, published, "the standby publishes nothing")
@@ -189,11 +189,11 @@ func TestTwoProcessesOnlyOnePublishesAndTheOtherTakesOver(t *testing.T) {
 
 	b.insert(t, batch(10)...)
 	require.Eventually(t, func() bool { _, _, p := second.state(); return p == 10 }, 20*time.Second, 10*time.Millisecond)
-	got := obs.waitFor(t, 20)
+	got := obs.WaitFor(t, 20)
 	require.Len(t, got, 20)
 	ids := map[string]bool{}
 	for _, d := range got {
-		ids[d.MessageId] = true
+		ids[d.MessageID] = true
 	}
 	require.Len(t, ids, 20, "no duplicates: one relay at a time")
 	require.Equal(t, 20, b.countPublished(t))
@@ -216,7 +216,7 @@ func TestVanishedLeaderHostIsReplacedWithin30s(t *testing.T) {
 	second := startChildWith(t, b, b.sc.URL, lease)
 	require.Eventually(t, func() bool { _, s, _ := second.state(); return s }, 30*time.Second, 10*time.Millisecond)
 	b.insert(t, feedbackBatch("before", 10)...)
-	require.Len(t, obs.waitFor(t, 10), 10)
+	require.Len(t, obs.WaitFor(t, 10), 10)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 10 }, 20*time.Second, 10*time.Millisecond)
 
 	link.Blackhole()
@@ -243,14 +243,14 @@ func feedbackBatch(prefix string, n int) []store.Feedback {
 
 // requireEachOnce checks that the events queue got every outbox row
 // exactly once (n rows in all) and nothing else.
-func requireEachOnce(t *testing.T, b *bundle, obs *observer, n int) {
+func requireEachOnce(t *testing.T, b *bundle, obs *brokertest.Observer, n int) {
 	t.Helper()
 	rows := b.outbox(t)
 	require.Len(t, rows, n)
-	got := obs.waitFor(t, n)
+	got := obs.WaitFor(t, n)
 	per := map[string]int{}
 	for _, d := range got {
-		per[d.MessageId]++
+		per[d.MessageID]++
 	}
 	for _, row := range rows {
 		require.NotNil(t, row.PublishedAt, row.EventID)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -31,10 +30,10 @@ func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
 		b.insert(t, feedback(string(rune('a'+i)), typ))
 	}
 	b.start(t, r)
-	got := obs.waitFor(t, len(mailtype.OutputEventTypes))
+	got := obs.WaitFor(t, len(mailtype.OutputEventTypes))
 	require.Len(t, got, len(mailtype.OutputEventTypes))
 	b.insert(t, feedback("late", mailtype.EmailSent)) // wakes the relay through LISTEN/NOTIFY
-	got = obs.waitFor(t, len(mailtype.OutputEventTypes)+1)
+	got = obs.WaitFor(t, len(mailtype.OutputEventTypes)+1)
 	require.Eventually(t, func() bool {
 		return value(t, b.m.Published.WithLabelValues(string(mailtype.EmailSent))) == 2
 	}, 10*time.Second, 10*time.Millisecond, "counted after the mark")
@@ -65,13 +64,13 @@ func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
 }
 
 // requireMessage checks the AMQP message of row (docs/contract.md, "Output").
-func requireMessage(t *testing.T, d amqp.Delivery, row store.OutboxState) {
+func requireMessage(t *testing.T, d broker.Delivery, row store.OutboxState) {
 	t.Helper()
-	require.Equal(t, row.EventID, d.MessageId)
+	require.Equal(t, row.EventID, d.MessageID)
 	require.Equal(t, mailtype.EventType(row.EventType).RoutingKey(), d.RoutingKey)
 	require.Equal(t, row.EventType, d.Type)
 	require.Equal(t, "application/json", d.ContentType)
-	require.Equal(t, amqp.Persistent, d.DeliveryMode)
+	require.True(t, d.Persistent)
 	require.False(t, d.Timestamp.IsZero())
 	var body struct {
 		EventID   string `json:"event_id"`
@@ -109,17 +108,17 @@ func TestRelayRepublishesWhenItDiesBeforeTheMark(t *testing.T) {
 	b.insert(t, feedback("1", mailtype.EmailSent))
 	b.start(t, r)
 
-	first := obs.waitFor(t, 1)
+	first := obs.WaitFor(t, 1)
 	require.Len(t, first, 1)
 	require.Nil(t, b.outbox(t)[0].PublishedAt, "an acked row whose mark failed is not published")
 	b.dbProxy.Restore(t)
 
 	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 20*time.Second, 10*time.Millisecond)
-	got := obs.waitFor(t, 2)
+	got := obs.WaitFor(t, 2)
 	require.Len(t, got, 2, "published again, exactly once more")
 	row := b.outbox(t)[0]
-	require.Equal(t, row.EventID, got[0].MessageId)
-	require.Equal(t, row.EventID, got[1].MessageId, "the duplicate carries the same event_id")
+	require.Equal(t, row.EventID, got[0].MessageID)
+	require.Equal(t, row.EventID, got[1].MessageID, "the duplicate carries the same event_id")
 	require.Equal(t, 0, row.Attempts)
 	require.Eventually(t, func() bool {
 		return value(t, b.m.Published.WithLabelValues(string(mailtype.EmailSent))) == 1
@@ -145,15 +144,15 @@ func TestRelayHoldsTheBacklogWhileTheBrokerIsDown(t *testing.T) {
 	r.Wake()
 	require.Never(t, func() bool { return b.countPublished(t) > 0 }, time.Second, 50*time.Millisecond,
 		"nothing is marked published while the broker is unreachable")
-	require.Empty(t, obs.deliveries())
+	require.Empty(t, obs.Messages())
 
 	b.amqpProxy.Restore(t)
 	require.Eventually(t, func() bool { return b.countPublished(t) == len(fs) }, 30*time.Second, 20*time.Millisecond)
-	got := obs.waitFor(t, len(fs))
+	got := obs.WaitFor(t, len(fs))
 	require.Len(t, got, len(fs))
 	ids := map[string]bool{}
 	for _, d := range got {
-		ids[d.MessageId] = true
+		ids[d.MessageID] = true
 	}
 	require.Len(t, ids, len(fs), "every row arrived")
 	for _, row := range b.outbox(t) {
@@ -180,10 +179,10 @@ func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
 	require.Equal(t, 0.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))))
 
 	obs := observe(t, b.names, "email.*")
-	got := obs.waitFor(t, 1)
+	got := obs.WaitFor(t, 1)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
-	require.Len(t, obs.deliveries(), 1)
-	require.Equal(t, row.EventID, got[0].MessageId)
+	require.Len(t, obs.Messages(), 1)
+	require.Equal(t, row.EventID, got[0].MessageID)
 	require.Eventually(t, func() bool {
 		return value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))) == 1
 	}, 10*time.Second, 10*time.Millisecond)
@@ -229,8 +228,8 @@ func TestRelayChannelClosedUnderPendingConfirmsIsNeverAnAck(t *testing.T) {
 	require.Equal(t, 3, rows[4].Attempts)
 	require.Contains(t, rows[4].LastError, "channel closed")
 	seen := map[string]int{}
-	for _, d := range obs.deliveries() {
-		seen[d.MessageId]++
+	for _, d := range obs.Messages() {
+		seen[d.MessageID]++
 	}
 	require.Zero(t, seen[poison.EventID])
 	for i, row := range rows {
@@ -261,9 +260,9 @@ func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	require.Equal(t, 3.0, b.failures(t, mailtype.ReasonUnroutable))
 	require.False(t, rows[2].PublishedAt.Before(*rows[0].DeadAt), "the row behind waited for the dead one")
 
-	got := obs.waitFor(t, 2)
+	got := obs.WaitFor(t, 2)
 	require.Len(t, got, 2)
-	require.ElementsMatch(t, []string{rows[1].EventID, rows[2].EventID}, []string{got[0].MessageId, got[1].MessageId})
+	require.ElementsMatch(t, []string{rows[1].EventID, rows[2].EventID}, []string{got[0].MessageID, got[1].MessageID})
 }
 
 func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
@@ -288,12 +287,12 @@ func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
 	require.Nil(t, rows[2].PublishedAt)
 
 	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'email.sent' WHERE id = $1`, first.ID)
-	got := obs.waitFor(t, 4)
+	got := obs.WaitFor(t, 4)
 	require.Len(t, got, 4)
 	var order1 []string
 	for _, d := range got {
-		if d.MessageId != rows[3].EventID {
-			order1 = append(order1, d.MessageId)
+		if d.MessageID != rows[3].EventID {
+			order1 = append(order1, d.MessageID)
 		}
 	}
 	require.Equal(t, []string{rows[0].EventID, rows[1].EventID, rows[2].EventID}, order1)
@@ -314,7 +313,7 @@ func TestRelayDeletesPublishedRowsPastRetention(t *testing.T) {
 		return len(rows) == 1 && rows[0].PublishedAt != nil
 	}, 20*time.Second, 10*time.Millisecond)
 	require.Equal(t, "3", b.outbox(t)[0].OrderID)
-	require.Len(t, obs.waitFor(t, 1), 1)
+	require.Len(t, obs.WaitFor(t, 1), 1)
 }
 
 func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
@@ -332,14 +331,14 @@ func TestStandbyTakesOverWhenTheLeaderStops(t *testing.T) {
 	require.NoError(t, second.Start(context.Background()))
 	t.Cleanup(func() { stopNow(t, second) })
 	b.insert(t, feedback("1", mailtype.EmailSent))
-	obs.waitFor(t, 1)
+	obs.WaitFor(t, 1)
 	require.Equal(t, 0.0, value(t, m2.Leader))
 	require.Equal(t, 0.0, value(t, m2.Published.WithLabelValues(string(mailtype.EmailSent))))
 
 	stopNow(t, first)
 	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
 	b.insert(t, feedback("2", mailtype.EmailSent))
-	require.Len(t, obs.waitFor(t, 2), 2)
+	require.Len(t, obs.WaitFor(t, 2), 2)
 	require.Eventually(t, func() bool {
 		return value(t, m2.Published.WithLabelValues(string(mailtype.EmailSent))) == 1
 	}, 10*time.Second, 10*time.Millisecond)
@@ -366,7 +365,7 @@ func TestLeaderThatCannotReachTheBrokerStepsDown(t *testing.T) {
 
 	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 0.0, value(t, b.m.Leader))
-	require.Len(t, obs.waitFor(t, 1), 1)
+	require.Len(t, obs.WaitFor(t, 1), 1)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
 }
 
@@ -410,14 +409,7 @@ func TestRelayDeclaresTheEventsQueue(t *testing.T) {
 	b.insert(t, feedback("q1", mailtype.EmailSent), feedback("q2", mailtype.EmailFailed))
 	b.start(t, r)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 10*time.Second, 10*time.Millisecond)
-	conn := brokertest.Dial(t)
-	defer conn.Close()
-	ch, err := conn.Channel()
-	require.NoError(t, err)
-	defer ch.Close()
-	q, err := ch.QueueDeclarePassive(b.names.EventsQueue, true, false, false, false, nil)
-	require.NoError(t, err)
-	require.Equal(t, 2, q.Messages)
+	require.Equal(t, 2, brokertest.Depth(t, b.names.EventsQueue))
 }
 
 func TestFromConfigMapsTheLeaseKeys(t *testing.T) {

@@ -44,8 +44,7 @@ type Names struct {
 // start it.
 func New(t testing.TB) *Names {
 	t.Helper()
-	conn := Dial(t)
-	conn.Close()
+	Dial(t).Close()
 	p := "t." + randomHex(6) + "."
 	n := &Names{
 		Prefix: p, InputExchange: p + "order.events", Queue: p + "mail.order-events",
@@ -57,7 +56,7 @@ func New(t testing.TB) *Names {
 }
 
 func (n *Names) delete(t testing.TB) {
-	conn, err := broker.Dial(broker.Config{URL: URL(), Name: "brokertest-cleanup"})
+	conn, err := amqp.DialConfig(URL(), amqp.Config{Properties: amqp.Table{"connection_name": "brokertest-cleanup"}})
 	if err != nil {
 		t.Errorf("cleanup: %v", err)
 		return
@@ -79,9 +78,22 @@ func (n *Names) delete(t testing.TB) {
 
 // Dial connects to the test broker or fails the test with how to start it.
 // The caller closes the connection.
-func Dial(t testing.TB) *amqp.Connection {
+func Dial(t testing.TB) *broker.Conn {
 	t.Helper()
 	conn, err := broker.Dial(broker.Config{URL: URL(), Name: "mailsvc-test"})
+	if err != nil {
+		t.Fatalf("RabbitMQ at %s is unreachable: %v\nstart it with `make services` (scripts/services.sh), or set MAILSVC_TEST_AMQP_URL", URL(), err)
+	}
+	return conn
+}
+
+// DialRaw is Dial with an amqp091-go connection, for the end-to-end tests
+// only: they play the order service and the readers of mail.events as
+// outside clients would, without mailsvc's code. Every other test goes
+// through broker and the helpers of this package.
+func DialRaw(t testing.TB) *amqp.Connection {
+	t.Helper()
+	conn, err := amqp.DialConfig(URL(), amqp.Config{Properties: amqp.Table{"connection_name": "mailsvc-test"}})
 	if err != nil {
 		t.Fatalf("RabbitMQ at %s is unreachable: %v\nstart it with `make services` (scripts/services.sh), or set MAILSVC_TEST_AMQP_URL", URL(), err)
 	}

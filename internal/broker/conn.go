@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"fmt"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// Conn is one AMQP connection. Its methods are safe for concurrent use.
+// Closing it closes every Channel, Publisher and Getter opened on it.
+type Conn struct {
+	c *amqp.Connection
+}
+
+// Dial opens one connection, with a heartbeat of 10 s and the configured
+// dial timeout. The error names the URL without its password.
+func Dial(c Config) (*Conn, error) {
+	c = c.withDefaults()
+	conn, err := amqp.DialConfig(c.URL, amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Dial:       amqp.DefaultDial(c.DialTimeout),
+		Properties: amqp.Table{"connection_name": c.Name},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), err)
+	}
+	return &Conn{c: conn}, nil
+}
+
+// Close closes the connection; it unblocks every call in flight on it.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// IsClosed reports whether the connection is closed.
+func (c *Conn) IsClosed() bool { return c.c.IsClosed() }
+
+func redactURL(raw string) string {
+	u, err := amqp.ParseURI(raw)
+	if err != nil {
+		return "<unparsable amqp url>"
+	}
+	u.Password = "xxxxx"
+	return u.String()
+}
+
+// closedErrors turns a NotifyClose channel of amqp091-go into one of
+// error: it receives the broker's reason when the broker closed the
+// channel or connection, and is closed (without a value) afterwards or
+// when the client closed it.
+func closedErrors(in <-chan *amqp.Error) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		defer close(out)
+		for e := range in {
+			if e != nil {
+				out <- e
+			}
+		}
+	}()
+	return out
+}
