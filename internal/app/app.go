@@ -26,12 +26,17 @@ import (
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
-// Component is a long-lived part of the daemon. Start returns once the part
-// runs in the background; Stop is idempotent, bounded by ctx, and safe to
-// call without Start.
+// Component is a long-lived part of the daemon, by the rules of
+// internal/lifecycle: Start returns once the part runs in the background
+// (a second Start is lifecycle.ErrStarted); Stop is idempotent, bounded by
+// ctx, and safe to call without Start. Done is closed once the part has
+// stopped: before Stop, that is a failure, Err says which, and it stops
+// the daemon (run).
 type Component interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
 }
 
 // named pairs a component with the name used in logs and how it stops
@@ -67,7 +72,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, log, parts, w.fatal)
+	return run(ctx, log, parts)
 }
 
 // open loads the templates and connects the store (with the cancellation
@@ -78,7 +83,7 @@ func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns in
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
-	w := &wiring{cfg: cfg, log: log, fatal: make(chan error, 8), templates: tmpl,
+	w := &wiring{cfg: cfg, log: log, templates: tmpl,
 		notices: &consumer.Notices{Templates: tmpl, From: cfg.Mail.From, FromDomain: mailtype.AddressDomain(cfg.Mail.From)}}
 	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange}
 	if cfg.Mail.CancelNotice {
@@ -107,10 +112,6 @@ type wiring struct {
 	log   *slog.Logger
 	store *store.Store
 	reg   prometheus.Registerer
-	// fatal receives the errors of components that stopped working by
-	// themselves; the first one stops the process (run), which then exits
-	// non-zero. Send through failed, which never blocks.
-	fatal chan error
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
 	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected).
@@ -128,16 +129,6 @@ type wiring struct {
 	wakeRelay  func()
 }
 
-// failed returns the function component name reports a fatal error with.
-func (w *wiring) failed(name string) func(error) {
-	return func(err error) {
-		select {
-		case w.fatal <- fmt.Errorf("%s failed: %w", name, err):
-		default: // one fatal error is enough to stop
-		}
-	}
-}
-
 // build constructs every component in start order.
 func (w *wiring) build() ([]named, error) {
 	w.brokerMetrics = broker.NewMetrics(w.reg)
@@ -147,7 +138,7 @@ func (w *wiring) build() ([]named, error) {
 	// consumer stops taking deliveries first and the relay flushes last.
 	// The stop stages (stop.go) put the relay and http after the rest, so
 	// the relay publishes the sender's last feedback events.
-	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log, w.failed("http server"))
+	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	// relay (issue 5): one active relay across replicas (lease row).
 	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)

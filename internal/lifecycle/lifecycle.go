@@ -62,11 +62,11 @@ const (
 // Life; it must not be copied after first use. Its methods are safe for
 // concurrent use.
 type Life struct {
-	mu      sync.Mutex
-	state   state
-	stop    context.CancelFunc
-	abort   context.CancelFunc
-	done    chan struct{}
+	mu       sync.Mutex
+	state    state
+	stop     context.CancelFunc
+	abort    context.CancelFunc
+	done     chan struct{}
 	err      error // what the body returned
 	finished bool  // the body returned
 	stopped  bool  // Stop was called while the body ran

@@ -16,6 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -377,12 +378,16 @@ func TestLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, r.Stop(ctx), "Stop without Start")
+	require.ErrorIs(t, r.Start(ctx), lifecycle.ErrStarted, "a relay that was stopped never starts")
+	r = b.newRelay(t, nil)
 	r.Wake()
 	r.Wake() // never blocks
 	require.NoError(t, r.Start(ctx))
-	require.Error(t, r.Start(ctx), "Start twice")
+	require.ErrorIs(t, r.Start(ctx), lifecycle.ErrStarted, "Start twice")
 	require.NoError(t, r.Stop(ctx))
 	require.NoError(t, r.Stop(ctx))
+	<-r.Done()
+	require.NoError(t, r.Err())
 }
 
 func TestConfigValidation(t *testing.T) {
