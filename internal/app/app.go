@@ -79,7 +79,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 // notice renderer when mail.cancel_notice is on), the first half of a
 // wiring; resolveNamespace completes it.
 func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns int32) (*wiring, error) {
-	tmpl, err := templates.New(templates.Options{Dir: cfg.Templates.Dir, DefaultLocale: cfg.Templates.DefaultLocale, TimeZone: cfg.Templates.TimeZone})
+	tmpl, err := templates.New(TemplatesOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
@@ -141,7 +141,7 @@ func (w *wiring) build() ([]named, error) {
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	// relay (issue 5): one active relay across replicas (lease row).
-	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
 	}
@@ -154,7 +154,7 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, senderParts...)
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
-	ccfg := consumer.FromConfig(w.cfg)
+	ccfg := ConsumerConfig(w.cfg)
 	ccfg.IdempotencyNamespace = w.namespace
 	cons, err := consumer.New(ccfg, consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
@@ -196,20 +196,20 @@ func (w *wiring) buildSender() ([]named, error) {
 	var prov sender.Provider
 	var err error
 	if w.cfg.Sender.Provider == "resend" {
-		prov, err = resend.New(resend.ConfigFrom(w.cfg))
+		prov, err = resend.New(resendConfig(w.cfg))
 	} else {
-		prov, err = smtp.New(smtp.ConfigFrom(w.cfg))
+		prov, err = smtp.New(smtpConfig(w.cfg))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build sender provider: %w", err)
 	}
 	metrics := sender.NewMetrics(w.reg)
-	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
+	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov,
 		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}
-	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
+	jan, err := sender.NewJanitor(janitorConfig(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
 		Templates: w.templates, Metrics: metrics, Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build janitor: %w", err)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
-	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
@@ -423,30 +422,4 @@ func TestRelayDeclaresTheEventsQueue(t *testing.T) {
 	q, err := ch.QueueDeclarePassive(b.names.EventsQueue, true, false, false, false, nil)
 	require.NoError(t, err)
 	require.Equal(t, 2, q.Messages)
-}
-
-func TestFromConfigMapsTheLeaseKeys(t *testing.T) {
-	t.Parallel()
-	c, err := config.Load("", func(k string) (string, bool) {
-		v, ok := map[string]string{
-			"MAILSVC_MAIL_FROM": "a@example.com", "MAILSVC_RELAY_LISTEN": "false",
-			"MAILSVC_RELAY_LEASE": "9s", "MAILSVC_RELAY_LEASE_RENEW": "3s", "MAILSVC_RELAY_LEASE_RETRY": "1s",
-		}[k]
-		return v, ok
-	})
-	require.NoError(t, err)
-	rc := relay.FromConfig(c)
-	require.True(t, rc.DisableListen)
-	require.Equal(t, 9*time.Second, rc.Lease)
-	require.Equal(t, 3*time.Second, rc.LeaseRenew)
-	require.Equal(t, time.Second, rc.LeaseRetry)
-	require.NoError(t, rc.Validate())
-
-	rc.LeaseRenew = 4 * time.Second
-	require.ErrorContains(t, rc.Validate(), "LeaseRenew")
-	d := relay.Config{AMQP: broker.Config{URL: "amqp://x"}}.WithDefaults()
-	require.Equal(t, 15*time.Second, d.Lease)
-	require.Equal(t, 5*time.Second, d.LeaseRenew)
-	require.Equal(t, 2*time.Second, d.LeaseRetry)
-	require.False(t, d.DisableListen)
 }

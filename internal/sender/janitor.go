@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -42,14 +41,6 @@ type JanitorConfig struct {
 	MaxBatches int
 	// DBTimeout bounds each statement (default 30s).
 	DBTimeout time.Duration
-}
-
-// JanitorConfigFrom copies the janitor's settings of a loaded configuration.
-func JanitorConfigFrom(c *config.Config) JanitorConfig {
-	// A round every quarter lease (at most 30s): an expired send waits
-	// little longer than its lease and grace for its verdict.
-	return JanitorConfig{Sender: ConfigFrom(c), RetentionWindow: c.Retention.Window,
-		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
 func (c JanitorConfig) withDefaults() JanitorConfig {
