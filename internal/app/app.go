@@ -26,12 +26,17 @@ import (
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
-// Component is a long-lived part of the daemon. Start returns once the part
-// runs in the background; Stop is idempotent, bounded by ctx, and safe to
-// call without Start.
+// Component is a long-lived part of the daemon, by the rules of
+// internal/lifecycle: Start returns once the part runs in the background
+// (a second Start is lifecycle.ErrStarted); Stop is idempotent, bounded by
+// ctx, and safe to call without Start. Done is closed once the part has
+// stopped: before Stop, that is a failure, Err says which, and it stops
+// the daemon (run).
 type Component interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+	Done() <-chan struct{}
+	Err() error
 }
 
 // named pairs a component with the name used in logs and how it stops
@@ -67,18 +72,18 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return run(ctx, log, parts, w.fatal)
+	return run(ctx, log, parts)
 }
 
 // open loads the templates and connects the store (with the cancellation
 // notice renderer when mail.cancel_notice is on), the first half of a
 // wiring; resolveNamespace completes it.
 func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns int32) (*wiring, error) {
-	tmpl, err := templates.New(templates.Options{Dir: cfg.Templates.Dir, DefaultLocale: cfg.Templates.DefaultLocale, TimeZone: cfg.Templates.TimeZone})
+	tmpl, err := templates.New(TemplatesOptions(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("load templates: %w", err)
 	}
-	w := &wiring{cfg: cfg, log: log, fatal: make(chan error, 8), templates: tmpl,
+	w := &wiring{cfg: cfg, log: log, templates: tmpl,
 		notices: &consumer.Notices{Templates: tmpl, From: cfg.Mail.From, FromDomain: mailtype.AddressDomain(cfg.Mail.From)}}
 	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange}
 	if cfg.Mail.CancelNotice {
@@ -107,10 +112,6 @@ type wiring struct {
 	log   *slog.Logger
 	store *store.Store
 	reg   prometheus.Registerer
-	// fatal receives the errors of components that stopped working by
-	// themselves; the first one stops the process (run), which then exits
-	// non-zero. Send through failed, which never blocks.
-	fatal chan error
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
 	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected).
@@ -128,16 +129,6 @@ type wiring struct {
 	wakeRelay  func()
 }
 
-// failed returns the function component name reports a fatal error with.
-func (w *wiring) failed(name string) func(error) {
-	return func(err error) {
-		select {
-		case w.fatal <- fmt.Errorf("%s failed: %w", name, err):
-		default: // one fatal error is enough to stop
-		}
-	}
-}
-
 // build constructs every component in start order.
 func (w *wiring) build() ([]named, error) {
 	w.brokerMetrics = broker.NewMetrics(w.reg)
@@ -147,10 +138,10 @@ func (w *wiring) build() ([]named, error) {
 	// consumer stops taking deliveries first and the relay flushes last.
 	// The stop stages (stop.go) put the relay and http after the rest, so
 	// the relay publishes the sender's last feedback events.
-	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log, w.failed("http server"))
+	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	// relay (issue 5): one active relay across replicas (lease row).
-	rel, err := relay.New(relay.FromConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
 	}
@@ -163,7 +154,7 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, senderParts...)
 	// consumer (issue 3): after the relay and the sender, so it stops before them.
-	ccfg := consumer.FromConfig(w.cfg)
+	ccfg := ConsumerConfig(w.cfg)
 	ccfg.IdempotencyNamespace = w.namespace
 	cons, err := consumer.New(ccfg, consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
@@ -205,20 +196,20 @@ func (w *wiring) buildSender() ([]named, error) {
 	var prov sender.Provider
 	var err error
 	if w.cfg.Sender.Provider == "resend" {
-		prov, err = resend.New(resend.ConfigFrom(w.cfg))
+		prov, err = resend.New(resendConfig(w.cfg))
 	} else {
-		prov, err = smtp.New(smtp.ConfigFrom(w.cfg))
+		prov, err = smtp.New(smtpConfig(w.cfg))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("build sender provider: %w", err)
 	}
 	metrics := sender.NewMetrics(w.reg)
-	pool, err := sender.New(sender.ConfigFrom(w.cfg), sender.Deps{Store: w.store, Provider: prov,
+	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov,
 		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}
-	jan, err := sender.NewJanitor(sender.JanitorConfigFrom(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
+	jan, err := sender.NewJanitor(janitorConfig(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
 		Templates: w.templates, Metrics: metrics, Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build janitor: %w", err)

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
@@ -22,21 +22,20 @@ type ReadyCheck struct {
 	Check func(ctx context.Context) error
 }
 
-// httpServer serves /metrics, /healthz and /readyz.
+// httpServer serves /metrics, /healthz and /readyz. A server that stops
+// serving by itself has failed (Done, Err): the process must stop, since it
+// would run without probes or metrics.
 type httpServer struct {
 	srv  *http.Server
 	addr string
 	ln   net.Listener
 	log  *slog.Logger
-	// fail reports that the server stopped serving by itself (the process
-	// must stop: it would run without probes or metrics).
-	fail func(error)
+	life lifecycle.Life
 }
 
 // checks is read on every request, so checks added after construction
-// count. fail receives the error of a server that stopped serving by
-// itself; it must not block.
-func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger, fail func(error)) *httpServer {
+// count.
+func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -58,7 +57,6 @@ func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		addr: addr,
 		log:  log.With("component", "http"),
-		fail: fail,
 	}
 }
 
@@ -68,24 +66,46 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Start listens on the address and serves in the background. A listen
-// error (port taken) is returned.
-func (h *httpServer) Start(context.Context) error {
-	ln, err := net.Listen("tcp", h.addr)
-	if err != nil {
-		return err
-	}
-	h.addr, h.ln = ln.Addr().String(), ln
-	go func() {
-		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			h.fail(fmt.Errorf("serve http on %s: %w", h.addr, err))
+// Start listens on the address and serves in the background, by the
+// rules of internal/lifecycle. A listen error (port taken) is returned.
+func (h *httpServer) Start(ctx context.Context) error {
+	return h.life.StartFunc(ctx, func(context.Context) (lifecycle.Func, error) {
+		ln, err := net.Listen("tcp", h.addr)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	h.log.Info("http listening", "addr", h.addr)
-	return nil
+		h.addr, h.ln = ln.Addr().String(), ln
+		h.log.Info("http listening", "addr", h.addr)
+		return func(stop, abort context.Context) error { return h.serve(ln, stop, abort) }, nil
+	})
 }
 
-// Stop shuts the server down gracefully within ctx.
-func (h *httpServer) Stop(ctx context.Context) error {
-	return h.srv.Shutdown(ctx)
+// serve serves until stop, then shuts down gracefully until abort, when
+// the connections still open are closed. A Serve that ends by itself is
+// the returned error.
+func (h *httpServer) serve(ln net.Listener, stop, abort context.Context) error {
+	served := make(chan error, 1)
+	go func() { served <- h.srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve http on %s: %w", h.addr, err)
+	case <-stop.Done():
+	}
+	err := h.srv.Shutdown(abort)
+	if err != nil {
+		_ = h.srv.Close()
+	}
+	<-served // http.ErrServerClosed, at once after Shutdown
+	return err
 }
+
+// Stop shuts the server down gracefully within ctx (lifecycle.Life.Stop).
+func (h *httpServer) Stop(ctx context.Context) error {
+	return h.life.Stop(ctx)
+}
+
+// Done is closed once the server has stopped serving; Err then says why.
+func (h *httpServer) Done() <-chan struct{} { return h.life.Done() }
+
+// Err is what ended the server, nil while it serves (lifecycle.Life.Err).
+func (h *httpServer) Err() error { return h.life.Err() }

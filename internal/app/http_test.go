@@ -41,12 +41,13 @@ func get(t *testing.T, addr, path string) (int, string) {
 // cleanup.
 func startHTTP(t *testing.T, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	t.Helper()
-	h := newHTTPServer("127.0.0.1:0", g, checks, log, func(err error) { t.Errorf("http server failed: %v", err) })
+	h := newHTTPServer("127.0.0.1:0", g, checks, log)
 	require.NoError(t, h.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		require.NoError(t, h.Stop(ctx))
+		require.NoError(t, h.Err(), "the server did not fail")
 		http.DefaultClient.CloseIdleConnections()
 	})
 	return h

@@ -60,30 +60,53 @@ func ShutdownBound(cfg *config.Config) time.Duration {
 	return first + abandonGrace + componentStopBudget + abandonGrace + storeCloseGrace
 }
 
-// run starts parts in order, waits for ctx or a fatal error, then stops
-// the started ones (stopAll). It returns the start error or the fatal
-// error; nil after a clean stop on ctx, whatever a Stop returned.
-func run(ctx context.Context, log *slog.Logger, parts []named, fatal <-chan error) error {
+// run starts parts in order, waits for ctx or the first component that
+// stops by itself (a failure: its Done closed before Stop), then stops the
+// started ones (stopAll). It returns the start error or the failure; nil
+// after a clean stop on ctx, whatever a Stop returned.
+func run(ctx context.Context, log *slog.Logger, parts []named) error {
 	var started []named
 	var runErr error
+	serving, endServing := context.WithCancel(context.Background())
+	defer endServing()
+	failed := make(chan error, 1)
 	for _, p := range parts {
 		if err := p.c.Start(ctx); err != nil {
 			runErr = fmt.Errorf("start %s: %w", p.name, err)
 			break
 		}
 		started = append(started, p)
+		go watch(serving, p, failed)
 	}
 	if runErr == nil {
 		log.Info("mailsvc serving")
 		select {
 		case <-ctx.Done():
-		case runErr = <-fatal:
+		case runErr = <-failed:
 			log.Error("a component failed; stopping", "error", runErr)
 		}
 	}
+	endServing()
 	stopAll(log, started)
 	log.Info("mailsvc stopped")
 	return runErr
+}
+
+// watch reports p on failed when it stops by itself while serving lasts;
+// one failure is enough to stop, so further ones are dropped.
+func watch(serving context.Context, p named, failed chan<- error) {
+	select {
+	case <-p.c.Done():
+	case <-serving.Done():
+		return
+	}
+	if serving.Err() != nil {
+		return // stopAll began: a stop, not a failure
+	}
+	select {
+	case failed <- fmt.Errorf("%s failed: %w", p.name, p.c.Err()):
+	default:
+	}
 }
 
 // stopAll stops parts stage by stage, the components of a stage at once.

@@ -22,19 +22,43 @@ import (
 type part struct {
 	stopTakes time.Duration
 	hang      chan struct{}
-	fatal     chan<- error // reported by Start when set
+	broken    bool // it stops by itself right after Start
 
 	mu        sync.Mutex
 	stopAt    time.Time
 	stoppedAt time.Time
 	ctxErr    error
+	done      chan struct{}
+	err       error
 }
 
 func (p *part) Start(context.Context) error {
-	if p.fatal != nil {
-		p.fatal <- errors.New("broken by the test")
+	if p.broken {
+		done := p.Done()
+		p.mu.Lock()
+		p.err = errors.New("broken by the test")
+		close(p.done)
+		p.mu.Unlock()
+		<-done
 	}
 	return nil
+}
+
+// Done is closed only for a broken part: the others never fail, and their
+// Stop is what the tests watch.
+func (p *part) Done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = make(chan struct{})
+	}
+	return p.done
+}
+
+func (p *part) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
 }
 
 func (p *part) Stop(ctx context.Context) error {
@@ -80,7 +104,7 @@ func TestStopGivesEachComponentItsOwnBudget(t *testing.T) {
 		{name: "last", c: last, stage: stopLast},
 		{name: "hung", c: hung, budget: 100 * time.Millisecond},
 		{name: "slow", c: slow, budget: 4 * time.Second},
-	}, nil)
+	})
 	require.NoError(t, err)
 	require.Less(t, time.Since(begin), 4*time.Second)
 
@@ -92,27 +116,27 @@ func TestStopGivesEachComponentItsOwnBudget(t *testing.T) {
 	require.Contains(t, logs.String(), `"msg":"component did not stop within its budget; abandoned","component":"hung"`)
 }
 
-// A fatal error stops every component and is returned, with a log line.
-func TestFatalErrorStopsTheDaemon(t *testing.T) {
+// A component that stops by itself stops every component; its error is
+// returned, with a log line.
+func TestFailedComponentStopsTheDaemon(t *testing.T) {
 	t.Parallel()
-	fatal := make(chan error, 1)
-	broken, other := &part{fatal: fatal}, &part{}
+	broken, other := &part{broken: true}, &part{}
 	logs := &syncBuffer{}
 	err := run(context.Background(), slog.New(slog.NewJSONHandler(logs, nil)),
-		[]named{{name: "broken", c: broken}, {name: "other", c: other, stage: stopLast}}, fatal)
-	require.EqualError(t, err, "broken by the test")
+		[]named{{name: "broken", c: broken}, {name: "other", c: other, stage: stopLast}})
+	require.EqualError(t, err, "broken failed: broken by the test")
 	for _, p := range []*part{broken, other} {
 		at, _, _ := p.times()
 		require.False(t, at.IsZero(), "stopped")
 	}
-	require.Contains(t, logs.String(), `"msg":"a component failed; stopping","error":"broken by the test"`)
+	require.Contains(t, logs.String(), `"msg":"a component failed; stopping","error":"broken failed: broken by the test"`)
 }
 
-// An HTTP server that stops serving by itself reports a fatal error.
+// An HTTP server that stops serving by itself has failed: Done closes and
+// Err says why, which stops the daemon (TestFailedComponentStopsTheDaemon).
 func TestHTTPServerFailureIsFatal(t *testing.T) {
 	t.Parallel()
-	w := &wiring{fatal: make(chan error, 8)}
-	h := newHTTPServer("127.0.0.1:0", prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler), w.failed("http server"))
+	h := newHTTPServer("127.0.0.1:0", prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
 	require.NoError(t, h.Start(context.Background()))
 	defer func() { _ = h.Stop(context.Background()) }()
 	code, _ := get(t, h.addr, "/healthz")
@@ -120,11 +144,24 @@ func TestHTTPServerFailureIsFatal(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	require.NoError(t, h.ln.Close())
 	select {
-	case err := <-w.fatal:
-		require.True(t, strings.HasPrefix(err.Error(), "http server failed: serve http on "+h.addr), err.Error())
+	case <-h.Done():
+		require.True(t, strings.HasPrefix(h.Err().Error(), "serve http on "+h.addr), h.Err().Error())
 	case <-time.After(10 * time.Second):
-		t.Fatal("no fatal error")
+		t.Fatal("the server did not report its failure")
 	}
+}
+
+// A component that stops while the daemon stops is no failure.
+func TestStoppedComponentIsNoFailure(t *testing.T) {
+	t.Parallel()
+	h := newHTTPServer("127.0.0.1:0", prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	logs := &syncBuffer{}
+	require.NoError(t, run(ctx, slog.New(slog.NewJSONHandler(logs, nil)), []named{{name: "http", c: h}}))
+	<-h.Done()
+	require.NoError(t, h.Err())
+	require.NotContains(t, logs.String(), "failed")
 }
 
 // The bound README gives: sender.shutdown_timeout + 13 s, 33 s by default.

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailsvc/mailsvc/api"
+	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
@@ -63,8 +64,8 @@ func (e *env) decider() (*consumer.Decider, error) {
 		if err != nil {
 			return nil, err
 		}
-		c = consumer.FromConfig(cfg)
-		opts = templates.Options{Dir: cfg.Templates.Dir, DefaultLocale: cfg.Templates.DefaultLocale, TimeZone: cfg.Templates.TimeZone}
+		c = app.ConsumerConfig(cfg)
+		opts = app.TemplatesOptions(cfg)
 	}
 	c = c.WithDefaults()
 	reg, err := templates.New(opts)

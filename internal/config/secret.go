@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -9,25 +10,11 @@ import (
 
 const redacted = "<redacted>"
 
-// Secret is a string that never prints: String, LogValue and MarshalText
-// all give "<redacted>" (or "" when empty). Call Reveal to use it.
-type Secret string
-
-// Reveal returns the secret itself.
-func (s Secret) Reveal() string { return string(s) }
-
-func (s Secret) String() string {
-	if s == "" {
-		return ""
-	}
-	return redacted
-}
-
-// LogValue keeps the secret out of slog output.
-func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalText keeps the secret out of YAML and JSON output.
-func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+// Secret is a string that never prints (mailtype.Secret): String, LogValue
+// and MarshalText all give "<redacted>" (or "" when empty). Call Reveal to
+// use it. It lives in mailtype so that the components that take a secret
+// need not import config.
+type Secret = mailtype.Secret
 
 // URL is a connection string that may carry a password: a URL
 // (postgres://u:pw@h/db, amqp://...) or a libpq key=value string

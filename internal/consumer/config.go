@@ -6,11 +6,10 @@ import (
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
-	"github.com/mailsvc/mailsvc/internal/config"
 )
 
-// Config configures a Consumer. FromConfig fills it from the amqp.* and
-// mail.* keys; WithDefaults fills what is left zero.
+// Config configures a Consumer. The daemon fills it from the amqp.* and
+// mail.* keys (app.ConsumerConfig); WithDefaults fills what is left zero.
 type Config struct {
 	// URL is the broker's amqp:// or amqps:// URL.
 	URL string
@@ -69,21 +68,6 @@ type Config struct {
 	// ConfirmTimeout bounds the wait for the publisher confirm of a
 	// dead-lettered message; 0 means 10s.
 	ConfirmTimeout time.Duration
-}
-
-// FromConfig returns the consumer's part of cfg.
-func FromConfig(cfg *config.Config) Config {
-	a := cfg.AMQP
-	return Config{
-		URL: a.URL.Reveal(), ConnectionName: "mailsvc-consumer",
-		InputExchange: a.InputExchange, Queue: a.Queue, BindingKeys: a.BindingKeys,
-		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
-		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
-		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
-		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
-		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
-		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
-	}
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -26,7 +26,6 @@ package consumer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -35,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -68,8 +68,8 @@ type Options struct {
 	OnOutboxWritten func()
 }
 
-// Consumer consumes the input queue. Start it once; Stop is idempotent.
-// Its methods are safe for concurrent use.
+// Consumer consumes the input queue. Start and Stop follow
+// internal/lifecycle. Its methods are safe for concurrent use.
 type Consumer struct {
 	cfg      Config
 	store    Recorder
@@ -80,15 +80,15 @@ type Consumer struct {
 	onMail   func()
 	onOutbox func()
 
-	stopping chan struct{} // closed by Stop: drain and finish
-	stopOnce sync.Once
-	done     chan struct{} // closed when the supervisor returned
+	life lifecycle.Life
+	// stopping is closed by Stop (drain and finish); cancel is the hard
+	// stop of everything. Both are set when the consumer starts.
+	stopping <-chan struct{}
+	cancel   context.CancelFunc
 
 	mu            sync.Mutex
-	started       bool
-	cancel        context.CancelFunc // hard stop of everything
-	conn          *broker.Conn       // current connection, closed on hard stop
-	ch            *broker.Channel    // consuming channel, nil when not consuming
+	conn          *broker.Conn    // current connection, closed on hard stop
+	ch            *broker.Channel // consuming channel, nil when not consuming
 	stopRequested bool
 
 	// refusal tracks a database that refuses writes (refusal.go).
@@ -127,7 +127,6 @@ func New(cfg Config, o Options) (*Consumer, error) {
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
 		onMail: o.OnMailInserted, onOutbox: o.OnOutboxWritten,
-		stopping: make(chan struct{}), done: make(chan struct{}),
 	}
 	if c.onMail == nil {
 		c.onMail = nop
@@ -139,55 +138,51 @@ func New(cfg Config, o Options) (*Consumer, error) {
 }
 
 // Start connects and consumes in the background and returns at once; a
-// broker or database that is down is retried, not an error. The consumer
-// runs until Stop: ctx's cancellation does not stop it (the daemon cancels
-// its context on SIGTERM before it calls Stop, which must still drain).
-// Starting twice is an error.
+// broker or database that is down is retried, not an error. It follows the
+// rules of internal/lifecycle: the consumer runs until Stop, ctx's
+// cancellation does not stop it (the daemon cancels its context on SIGTERM
+// before it calls Stop, which must still drain), and a second Start, or
+// one after Stop, returns lifecycle.ErrStarted.
 func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.started {
-		return errors.New("consumer already started")
-	}
-	c.started = true
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
+	return c.life.Start(ctx, c.run)
+}
+
+// run is the consumer's body: stop drains (basic.cancel, then the
+// deliveries received are recorded and acked), abort cuts the work in
+// flight and closes the connection, which unblocks any broker call.
+func (c *Consumer) run(stop, abort context.Context) error {
+	runCtx, cancel := context.WithCancel(abort)
+	defer cancel()
+	c.stopping, c.cancel = stop.Done(), cancel
+	closeConn := context.AfterFunc(abort, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.conn != nil {
+			_ = c.conn.Close()
+		}
+	})
+	defer closeConn()
 	bcfg := broker.Config{URL: c.cfg.URL, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff, BackoffMax: c.cfg.ReconnectBackoffMax}
 	go c.watchStop(runCtx)
-	go func() {
-		defer close(c.done)
-		_ = broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session) // returns nil once runCtx is done
-	}()
+	_ = broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session) // returns nil once runCtx is done
 	return nil
 }
 
 // Stop stops consuming (basic.cancel), lets the deliveries already
 // received be recorded and acked, and closes the connection. When ctx ends
-// first, it cancels the work in flight and closes the connection; the
-// unacknowledged deliveries go back to the queue, and ctx's error is
-// returned. Stop is idempotent and safe to call without Start.
+// first, it cancels the work in flight and closes the connection, and
+// returns ctx's error at once; the unacknowledged deliveries go back to
+// the queue. Stop is idempotent and safe to call without Start
+// (lifecycle.Life.Stop).
 func (c *Consumer) Stop(ctx context.Context) error {
-	c.stopOnce.Do(func() { close(c.stopping) })
-	c.mu.Lock()
-	started := c.started
-	c.mu.Unlock()
-	if !started {
-		return nil
-	}
-	select {
-	case <-c.done:
-		return nil
-	case <-ctx.Done():
-	}
-	c.mu.Lock()
-	c.cancel()
-	if c.conn != nil {
-		_ = c.conn.Close() // unblocks any broker call in flight
-	}
-	c.mu.Unlock()
-	<-c.done
-	return fmt.Errorf("stop consumer: %w", ctx.Err())
+	return c.life.Stop(ctx)
 }
+
+// Done is closed once the consumer has stopped; Err then says why.
+func (c *Consumer) Done() <-chan struct{} { return c.life.Done() }
+
+// Err is what ended the consumer, nil while it runs (lifecycle.Life.Err).
+func (c *Consumer) Err() error { return c.life.Err() }
 
 // Ready returns nil while the consumer's channel is open and consuming,
 // for /readyz.

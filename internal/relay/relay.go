@@ -23,10 +23,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -185,12 +185,7 @@ type Relay struct {
 	// before its results are recorded.
 	afterConfirm func()
 
-	mu      sync.Mutex
-	started bool
-	soft    context.CancelFunc // ends the loops between rounds
-	hard    context.CancelFunc // aborts a round in flight
-	done    chan struct{}      // closed when the loops have ended
-	closed  chan struct{}      // closed when the relay's pool is closed too
+	life lifecycle.Life
 }
 
 // New returns a relay that publishes st's outbox. cfg is completed with
@@ -231,35 +226,23 @@ func (r *Relay) Wake() {
 
 // Start runs the relay in the background and returns at once. The relay
 // reconnects to the database and the broker by itself and never returns an
-// error after Start; cancelling ctx does not stop it (Stop does). Starting
-// twice is an error, and so is a database configuration its pool refuses.
+// error after Start. It follows the rules of internal/lifecycle:
+// cancelling ctx does not stop it (Stop does), and a second Start, or one
+// after Stop, returns lifecycle.ErrStarted. A database configuration its
+// pool refuses is Start's error, and leaves the relay unstarted.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errors.New("relay already started")
-	}
-	db, err := r.st.OpenRelay(r.cfg.Name, r.cfg.LeaseRenew)
-	if err != nil {
-		return err
-	}
-	r.started = true
-	base := context.WithoutCancel(ctx)
-	hard, hardCancel := context.WithCancel(base)
-	soft, softCancel := context.WithCancel(hard)
-	r.soft, r.hard, r.done, r.closed = softCancel, hardCancel, make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(r.closed)
-		r.run(soft, hard, db)
-		close(r.done)
-		db.Close()
-	}()
-	return nil
+	return r.life.StartFunc(ctx, func(context.Context) (lifecycle.Func, error) {
+		db, err := r.st.OpenRelay(r.cfg.Name, r.cfg.LeaseRenew)
+		if err != nil {
+			return nil, err
+		}
+		return func(stop, abort context.Context) error {
+			r.run(stop, abort, db)
+			db.Close()
+			return nil
+		}, nil
+	})
 }
-
-// hardStopGrace bounds the wait after a hard stop for a goroutine blocked
-// in a call that does not honour a context.
-const hardStopGrace = 2 * time.Second
 
 // Stop stops the relay: no new round starts, the round in flight finishes
 // (its confirms waited for and its results recorded) unless ctx ends
@@ -267,31 +250,16 @@ const hardStopGrace = 2 * time.Second
 // (published again later, same event_id). It releases the lease. Then it
 // waits, while ctx lasts, for the relay's connections to close: one whose
 // database stopped answering mid-statement takes pgx up to 15 s, and once
-// ctx ends it finishes closing in the background (the relay has stopped
-// all the same). Stop is idempotent, safe without Start, and returns ctx's
-// error when the relay did not stop in time.
+// ctx ends it finishes closing in the background. Stop is idempotent,
+// safe without Start, and returns ctx's error as soon as ctx ends before
+// the relay stopped (lifecycle.Life.Stop).
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	if !r.started {
-		r.mu.Unlock()
-		return nil
-	}
-	soft, hard, done, closed := r.soft, r.hard, r.done, r.closed
-	r.mu.Unlock()
-	soft()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		hard()
-		select {
-		case <-done:
-		case <-time.After(hardStopGrace):
-			return fmt.Errorf("stop relay: %w", ctx.Err())
-		}
-	}
-	select {
-	case <-closed:
-	case <-ctx.Done():
-	}
-	return nil
+	return r.life.Stop(ctx)
 }
+
+// Done is closed once the relay has stopped and closed its connections;
+// Err then says why.
+func (r *Relay) Done() <-chan struct{} { return r.life.Done() }
+
+// Err is what ended the relay, nil while it runs (lifecycle.Life.Err).
+func (r *Relay) Err() error { return r.life.Err() }

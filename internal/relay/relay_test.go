@@ -14,7 +14,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
-	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -376,12 +376,16 @@ func TestLifecycle(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, r.Stop(ctx), "Stop without Start")
+	require.ErrorIs(t, r.Start(ctx), lifecycle.ErrStarted, "a relay that was stopped never starts")
+	r = b.newRelay(t, nil)
 	r.Wake()
 	r.Wake() // never blocks
 	require.NoError(t, r.Start(ctx))
-	require.Error(t, r.Start(ctx), "Start twice")
+	require.ErrorIs(t, r.Start(ctx), lifecycle.ErrStarted, "Start twice")
 	require.NoError(t, r.Stop(ctx))
 	require.NoError(t, r.Stop(ctx))
+	<-r.Done()
+	require.NoError(t, r.Err())
 }
 
 func TestConfigValidation(t *testing.T) {
@@ -410,30 +414,4 @@ func TestRelayDeclaresTheEventsQueue(t *testing.T) {
 	b.start(t, r)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, brokertest.Depth(t, b.names.EventsQueue))
-}
-
-func TestFromConfigMapsTheLeaseKeys(t *testing.T) {
-	t.Parallel()
-	c, err := config.Load("", func(k string) (string, bool) {
-		v, ok := map[string]string{
-			"MAILSVC_MAIL_FROM": "a@example.com", "MAILSVC_RELAY_LISTEN": "false",
-			"MAILSVC_RELAY_LEASE": "9s", "MAILSVC_RELAY_LEASE_RENEW": "3s", "MAILSVC_RELAY_LEASE_RETRY": "1s",
-		}[k]
-		return v, ok
-	})
-	require.NoError(t, err)
-	rc := relay.FromConfig(c)
-	require.True(t, rc.DisableListen)
-	require.Equal(t, 9*time.Second, rc.Lease)
-	require.Equal(t, 3*time.Second, rc.LeaseRenew)
-	require.Equal(t, time.Second, rc.LeaseRetry)
-	require.NoError(t, rc.Validate())
-
-	rc.LeaseRenew = 4 * time.Second
-	require.ErrorContains(t, rc.Validate(), "LeaseRenew")
-	d := relay.Config{AMQP: broker.Config{URL: "amqp://x"}}.WithDefaults()
-	require.Equal(t, 15*time.Second, d.Lease)
-	require.Equal(t, 5*time.Second, d.LeaseRenew)
-	require.Equal(t, 2*time.Second, d.LeaseRetry)
-	require.False(t, d.DisableListen)
 }

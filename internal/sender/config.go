@@ -3,16 +3,14 @@ package sender
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"time"
 
-	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
 // Config configures a Pool. The keys are those of the `sender` section of
-// configs/mailsvc.yaml; ConfigFrom copies them.
+// configs/mailsvc.yaml; the daemon copies them (internal/app, configmap.go).
 type Config struct {
 	// Workers is the number of concurrent send workers (default 8).
 	Workers int
@@ -20,8 +18,8 @@ type Config struct {
 	// takes more rows than there are idle workers, so no claimed row waits.
 	BatchSize int
 	// Lease is how long a claim owns a row (default 2m); it must exceed
-	// SendTimeout (the config check demands a margin of
-	// config.LeaseMargin).
+	// SendTimeout (the daemon's config check demands a margin
+	// of 10s, config.LeaseMargin).
 	Lease time.Duration
 	// SendTimeout is the hard deadline around one whole provider call
 	// (default 30s).
@@ -65,7 +63,7 @@ type Config struct {
 	MaxEventAge time.Duration
 	// Secrets are redacted from every error text the pool stores in
 	// last_error, writes into a feedback event or logs: a provider may echo
-	// a credential in a reply (ConfigFrom sets the SMTP password, the Resend
+	// a credential in a reply (the daemon sets the SMTP password, the Resend
 	// API key and the database password).
 	Secrets []string
 }
@@ -74,34 +72,6 @@ type Config struct {
 // ambiguous outcome" (sender.ambiguous_retries: 0), since 0 means the
 // default.
 const NoAmbiguousRetries = -1
-
-// ConfigFrom copies the sender settings of a loaded configuration.
-func ConfigFrom(c *config.Config) Config {
-	s := c.Sender
-	cfg := Config{
-		Workers: s.Workers, BatchSize: s.BatchSize, Lease: s.Lease, SendTimeout: s.SendTimeout,
-		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
-		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
-		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
-		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c), MaxEventAge: c.Mail.MaxEventAge,
-	}
-	if s.AmbiguousRetries == 0 {
-		cfg.AmbiguousRetries = NoAmbiguousRetries
-	}
-	return cfg
-}
-
-// secretsOf lists the configured credentials that must never appear in an
-// error text.
-func secretsOf(c *config.Config) []string {
-	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal()}
-	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
-		}
-	}
-	return out
-}
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {

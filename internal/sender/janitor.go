@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
-	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -42,14 +41,6 @@ type JanitorConfig struct {
 	MaxBatches int
 	// DBTimeout bounds each statement (default 30s).
 	DBTimeout time.Duration
-}
-
-// JanitorConfigFrom copies the janitor's settings of a loaded configuration.
-func JanitorConfigFrom(c *config.Config) JanitorConfig {
-	// A round every quarter lease (at most 30s): an expired send waits
-	// little longer than its lease and grace for its verdict.
-	return JanitorConfig{Sender: ConfigFrom(c), RetentionWindow: c.Retention.Window,
-		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
 func (c JanitorConfig) withDefaults() JanitorConfig {
@@ -117,10 +108,7 @@ type Janitor struct {
 	metrics *Metrics
 	rules   rules
 
-	mu      sync.Mutex
-	state   int
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	life lifecycle.Life
 }
 
 // NewJanitor returns a Janitor that has not started. It returns an error
@@ -147,41 +135,31 @@ func NewJanitor(cfg JanitorConfig, deps JanitorDeps) (*Janitor, error) {
 }
 
 // Start runs a round now and then every Interval in the background, until
-// Stop. It returns an error when called twice or after Stop.
+// Stop. It follows the rules of internal/lifecycle: a second Start, or one
+// after Stop, returns lifecycle.ErrStarted; ctx's cancellation does not
+// stop the loop.
 func (j *Janitor) Start(ctx context.Context) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.state != 0 {
-		return errors.New("janitor: Start called twice or after Stop")
-	}
-	j.state = 1
-	ctx, j.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	j.stopped = make(chan struct{})
-	go j.loop(ctx)
-	return nil
+	return j.life.Start(ctx, func(stop, _ context.Context) error {
+		j.loop(stop)
+		return nil
+	})
 }
 
 // Stop ends the loop, cutting a round in progress, and waits for it until
-// ctx ends. Idempotent; safe without Start.
+// ctx ends (then it returns ctx's error). Idempotent; safe without Start
+// (lifecycle.Life.Stop).
 func (j *Janitor) Stop(ctx context.Context) error {
-	j.mu.Lock()
-	state := j.state
-	j.state = 2
-	j.mu.Unlock()
-	if state != 1 {
-		return nil
-	}
-	j.cancel()
-	select {
-	case <-j.stopped:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop janitor: %w", ctx.Err())
-	}
+	return j.life.Stop(ctx)
 }
 
+// Done is closed once the loop has ended; Err then says why (a loop that
+// ends before Stop has failed: lifecycle.ErrExited).
+func (j *Janitor) Done() <-chan struct{} { return j.life.Done() }
+
+// Err is what ended the loop, nil while it runs (lifecycle.Life.Err).
+func (j *Janitor) Err() error { return j.life.Err() }
+
 func (j *Janitor) loop(ctx context.Context) {
-	defer close(j.stopped)
 	t := time.NewTicker(j.cfg.Interval)
 	defer t.Stop()
 	for {

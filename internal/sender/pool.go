@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
@@ -87,12 +88,8 @@ type Pool struct {
 	maxHeld, minClaim int
 	freed             chan struct{} // a row stopped being held
 
-	mu         sync.Mutex
-	state      int // 0 new, 1 running, 2 stopped
-	softCancel context.CancelFunc
-	hardCancel context.CancelFunc
-	recorded   chan struct{} // closed when every outcome was written
-	done       chan struct{} // closed when every goroutine returned
+	life     lifecycle.Life
+	recorded chan struct{} // closed when every outcome was written
 }
 
 // New returns a Pool that has not started. It returns an error naming the
@@ -127,22 +124,25 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 }
 
 // Start runs the dispatcher, the workers, the recorder and the heartbeat in
-// the background and returns. The background work outlives ctx (only Stop
-// ends it), so that a cancelled serve context does not cut sends short
-// before Stop lets them finish. It returns an error when the pool was
-// started or stopped before.
+// the background and returns. It follows the rules of internal/lifecycle:
+// the background work outlives ctx (only Stop ends it), so that a
+// cancelled serve context does not cut sends short before Stop lets them
+// finish, and a second Start, or one after Stop, returns
+// lifecycle.ErrStarted.
 func (p *Pool) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.state != 0 {
-		return errors.New("sender: Start called twice or after Stop")
-	}
-	p.state = 1
-	base := context.WithoutCancel(ctx)
-	soft, softCancel := context.WithCancel(base)
-	hard, hardCancel := context.WithCancel(base)
-	p.softCancel, p.hardCancel = softCancel, hardCancel
-	p.recorded, p.done = make(chan struct{}), make(chan struct{})
+	return p.life.StartFunc(ctx, func(context.Context) (lifecycle.Func, error) {
+		p.recorded = make(chan struct{})
+		p.log.Info("sender started", "workers", p.cfg.Workers, "batch_size", p.cfg.BatchSize)
+		return p.run, nil
+	})
+}
+
+// run is the pool's body: soft is Stop (claim no more, release the
+// unstarted rows), hard cuts the sends in flight, after
+// Config.ShutdownTimeout or when Stop's context ends (abort).
+func (p *Pool) run(soft, abort context.Context) error {
+	hard, hardCancel := context.WithCancel(abort)
+	defer hardCancel()
 	var workers, all sync.WaitGroup
 	for range p.cfg.Workers {
 		workers.Go(func() { p.runWorker(soft, hard) })
@@ -157,11 +157,18 @@ func (p *Pool) Start(ctx context.Context) error {
 	})
 	all.Go(p.heartbeatLoop)
 	all.Go(func() { p.dispatch(soft) })
-	go func() {
-		all.Wait()
-		close(p.done)
-	}()
-	p.log.Info("sender started", "workers", p.cfg.Workers, "batch_size", p.cfg.BatchSize)
+	<-soft.Done()
+	grace := time.NewTimer(p.cfg.ShutdownTimeout)
+	defer grace.Stop()
+	select {
+	case <-p.recorded:
+	case <-grace.C:
+		p.log.Warn("sender: shutdown timeout; in-flight sends are cancelled and left to their lease")
+	case <-abort.Done():
+	}
+	hardCancel()
+	all.Wait()
+	p.log.Info("sender stopped")
 	return nil
 }
 
@@ -172,33 +179,17 @@ func (p *Pool) Start(ctx context.Context) error {
 // A send cut this way is recorded as its error says (often ambiguous); an
 // outcome that cannot be written leaves its row `sending` for the janitor.
 // Stop is idempotent and safe to call without Start; it returns ctx.Err()
-// when ctx ended first.
+// as soon as ctx ends first (lifecycle.Life.Stop).
 func (p *Pool) Stop(ctx context.Context) error {
-	p.mu.Lock()
-	state := p.state
-	p.state = 2
-	p.mu.Unlock()
-	if state != 1 {
-		return nil
-	}
-	p.softCancel()
-	grace := time.NewTimer(p.cfg.ShutdownTimeout)
-	defer grace.Stop()
-	select {
-	case <-p.recorded:
-	case <-grace.C:
-		p.log.Warn("sender: shutdown timeout; in-flight sends are cancelled and left to their lease")
-	case <-ctx.Done():
-	}
-	p.hardCancel()
-	select {
-	case <-p.done:
-		p.log.Info("sender stopped")
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop sender: %w", ctx.Err())
-	}
+	return p.life.Stop(ctx)
 }
+
+// Done is closed once every goroutine of the pool has returned; Err then
+// says why.
+func (p *Pool) Done() <-chan struct{} { return p.life.Done() }
+
+// Err is what ended the pool, nil while it runs (lifecycle.Life.Err).
+func (p *Pool) Err() error { return p.life.Err() }
 
 // Wake tells the pool that due rows may exist (the consumer inserted some),
 // so it claims now instead of at the next poll. It never blocks.

@@ -8,11 +8,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -88,16 +88,14 @@ type Options struct {
 }
 
 // Collector refreshes Metrics from a Source every Interval. Start and Stop
-// follow the app.Component life; it is safe for concurrent use.
+// follow internal/lifecycle; it is safe for concurrent use.
 type Collector struct {
 	src  Source
 	m    *Metrics
 	log  *slog.Logger
 	opts Options
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	life lifecycle.Life
 }
 
 // New returns a Collector; nothing runs until Start.
@@ -112,41 +110,30 @@ func New(src Source, m *Metrics, log *slog.Logger, o Options) *Collector {
 }
 
 // Start refreshes once in the background right away, then every Interval,
-// until Stop. A second Start is a no-op. It never returns an error: an
-// unreachable database is logged and counted, and the gauges keep their
-// last values.
-func (c *Collector) Start(context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done != nil {
+// until Stop. It follows the rules of internal/lifecycle: a second Start,
+// or one after Stop, returns lifecycle.ErrStarted, and ctx's cancellation
+// does not stop the loop. An unreachable database is no error: it is
+// logged and counted, and the gauges keep their last values.
+func (c *Collector) Start(ctx context.Context) error {
+	return c.life.Start(ctx, func(stop, _ context.Context) error {
+		c.loop(stop)
 		return nil
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel, c.done = cancel, make(chan struct{})
-	go c.loop(ctx, c.done)
-	return nil
+	})
 }
 
 // Stop ends the loop and waits for it until ctx is done (then it returns
 // ctx's error). It is idempotent and safe without Start.
 func (c *Collector) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel, done := c.cancel, c.done
-	c.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return c.life.Stop(ctx)
 }
 
-func (c *Collector) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+// Done is closed once the loop has ended; Err then says why.
+func (c *Collector) Done() <-chan struct{} { return c.life.Done() }
+
+// Err is what ended the loop, nil while it runs (lifecycle.Life.Err).
+func (c *Collector) Err() error { return c.life.Err() }
+
+func (c *Collector) loop(ctx context.Context) {
 	t := time.NewTicker(c.opts.Interval)
 	defer t.Stop()
 	for {

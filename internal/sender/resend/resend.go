@@ -18,7 +18,6 @@ import (
 
 	resendapi "github.com/resend/resend-go/v2"
 
-	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 )
@@ -30,16 +29,11 @@ const IdempotencyWindow = 24 * time.Hour
 // Config configures the Resend provider.
 type Config struct {
 	// APIKey is the Resend API key (secret).
-	APIKey config.Secret
+	APIKey mailtype.Secret
 	// BaseURL is the API root; "" means https://api.resend.com/.
 	BaseURL string
 	// Transport, when set, replaces http.DefaultTransport (tests).
 	Transport http.RoundTripper
-}
-
-// ConfigFrom copies the resend settings of a loaded configuration.
-func ConfigFrom(c *config.Config) Config {
-	return Config{APIKey: c.Resend.APIKey, BaseURL: c.Resend.BaseURL}
 }
 
 // Provider sends mails through the Resend API. Safe for concurrent use.

@@ -18,7 +18,7 @@ import (
 
 	gomail "github.com/wneessen/go-mail"
 
-	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 )
 
@@ -44,7 +44,7 @@ type Config struct {
 	// PLAIN, LOGIN or CRAM-MD5, in that preference, as the server offers;
 	// PLAIN and LOGIN only over TLS or to localhost).
 	Username string
-	Password config.Secret
+	Password mailtype.Secret
 	// TLS is one of the TLS* modes; "" means starttls.
 	TLS string
 	// TLSConfig, when set, replaces the default client TLS configuration
@@ -59,14 +59,6 @@ type Config struct {
 	// PhaseTimeout bounds each SMTP command on top of the caller's deadline
 	// (default 30s).
 	PhaseTimeout time.Duration
-}
-
-// ConfigFrom copies the smtp settings of a loaded configuration.
-func ConfigFrom(c *config.Config) Config {
-	return Config{
-		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTP.Password,
-		TLS: c.SMTP.TLS, IdempotencyHeader: c.SMTP.IdempotencyHeader, PhaseTimeout: c.Sender.SendTimeout,
-	}
 }
 
 // Provider sends mails over SMTP. Safe for concurrent use.
