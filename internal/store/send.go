@@ -12,7 +12,7 @@ import (
 )
 
 // Outcome is what one send attempt of a claimed row ended in, to be
-// recorded by FinishAttempt.
+// recorded by FinishAttempts.
 type Outcome struct {
 	// Status is the row's next status: sent, pending (retry), failed or
 	// unknown.
@@ -52,7 +52,7 @@ type Outcome struct {
 	Ambiguous bool
 }
 
-// Finished is what FinishAttempt wrote.
+// Finished is what FinishAttempts wrote for one attempt.
 type Finished struct {
 	// Status is the status the row has now.
 	Status mailtype.Status
@@ -109,20 +109,6 @@ WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND prior.id = m.id AND m.attemp
 RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
     m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, '')`
 
-// FinishAttempt records the outcome of the attempt fenced by f, in one short
-// transaction: the row's new status and, for a terminal status, its
-// feedback event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown)
-// in the outbox. It returns ErrLeaseLost, writing nothing, when the row is
-// no longer `sending` with f's token. Database errors are classified
-// (transient, ReasonDatabase); nothing is committed then.
-func (s *Store) FinishAttempt(ctx context.Context, f Fence, o Outcome) (Finished, error) {
-	res, err := s.FinishAttempts(ctx, []Attempt{{Fence: f, Outcome: o}})
-	if err != nil {
-		return Finished{}, err
-	}
-	return res[0].Finished, res[0].Err
-}
-
 // Attempt is one attempt's outcome to record with FinishAttempts.
 type Attempt struct {
 	Fence
@@ -143,10 +129,12 @@ type AttemptResult struct {
 }
 
 // FinishAttempts records many outcomes in one transaction (one commit, one
-// WAL flush), each row's write fenced by its own token exactly as
-// FinishAttempt: a row whose fence no longer holds gets ErrLeaseLost in its
-// result and is left untouched, the others are written with their feedback
-// events. Two statements do it whatever the batch size: the fenced update
+// WAL flush), each row's write fenced by its own token: a row that is no
+// longer `sending` with its token (see finishManySQL for the late and
+// settle writes) gets ErrLeaseLost in its result and is left untouched; the
+// others get their new status and, for a terminal status, their feedback
+// event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown) in the
+// outbox. Database errors are classified (transient, ReasonDatabase). Two statements do it whatever the batch size: the fenced update
 // of every row and the insert of every outbox row. An error return means
 // nothing was committed; the caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
