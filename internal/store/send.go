@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -134,9 +133,11 @@ type AttemptResult struct {
 // settle writes) gets ErrLeaseLost in its result and is left untouched; the
 // others get their new status and, for a terminal status, their feedback
 // event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown) in the
-// outbox. Database errors are classified (transient, ReasonDatabase). Two statements do it whatever the batch size: the fenced update
-// of every row and the insert of every outbox row. An error return means
-// nothing was committed; the caller may retry the whole call.
+// outbox. Two statements do it whatever the batch size: the fenced update
+// of every row and the insert of every outbox row (plus one per
+// cancellation notice). Database errors are classified (transient,
+// ReasonDatabase); an error return means nothing was committed, and the
+// caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
 	res, _, err := s.FinishAndStart(ctx, as, nil, 0)
 	return res, err
@@ -163,14 +164,7 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 		if err != nil {
 			return err
 		}
-		// insertFeedback's rows are collected and written together.
-		bt := &batchTx{Tx: tx}
-		for _, fb := range fbs {
-			if err := s.insertFeedback(ctx, bt, fb); err != nil {
-				return err
-			}
-		}
-		if err := bt.flush(ctx); err != nil {
+		if err := s.insertFeedbacks(ctx, tx, fbs); err != nil {
 			return err
 		}
 		for _, key := range notices {
@@ -286,76 +280,6 @@ func tooLate(outcome Feedback, cancelEventID string) Feedback {
 	f.Type, f.SourceEventID = mailtype.EmailCancelTooLate, cancelEventID
 	f.ErrorClass, f.ErrorReason, f.Error = "", "", ""
 	return f
-}
-
-// batchTx collects the outbox rows insertFeedback writes, so that the
-// feedback events of many outcomes are written by one statement (one
-// executor run, one firing of the statement trigger) instead of one each.
-// A statement it does not recognise is queued and run as it is.
-type batchTx struct {
-	pgx.Tx
-	rows  [][]any
-	other pgx.Batch
-}
-
-func (b *batchTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if sql == insertOutboxSQL && len(args) == 8 {
-		b.rows = append(b.rows, args)
-	} else {
-		b.other.Queue(sql, args...)
-	}
-	return pgconn.CommandTag{}, nil
-}
-
-const insertOutboxManySQL = `
-INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::timestamptz[])`
-
-// flush writes what was collected, in the transaction.
-func (b *batchTx) flush(ctx context.Context) error {
-	if len(b.rows) > 0 {
-		cols, ok := outboxColumns(b.rows)
-		if !ok {
-			for _, r := range b.rows {
-				b.other.Queue(insertOutboxSQL, r...)
-			}
-		} else if _, err := b.Tx.Exec(ctx, insertOutboxManySQL, cols...); err != nil {
-			return err
-		}
-	}
-	if b.other.Len() == 0 {
-		return nil
-	}
-	return b.Tx.SendBatch(ctx, &b.other).Close()
-}
-
-// outboxColumns turns the argument rows of insertOutboxSQL into column
-// arrays; false when an argument has an unexpected type.
-func outboxColumns(rows [][]any) ([]any, bool) {
-	n := len(rows)
-	ids := make([]string, n)
-	text := [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
-	payloads := make([]string, n)
-	created := make([]time.Time, n)
-	for i, r := range rows {
-		id, ok := r[0].(fmt.Stringer)
-		if !ok {
-			return nil, false
-		}
-		ids[i] = id.String()
-		for c := range 5 {
-			if text[c][i], ok = r[c+1].(string); !ok {
-				return nil, false
-			}
-		}
-		if payloads[i], ok = r[6].(string); !ok {
-			return nil, false
-		}
-		if created[i], ok = r[7].(time.Time); !ok {
-			return nil, false
-		}
-	}
-	return []any{ids, text[0], text[1], text[2], text[3], text[4], payloads, created}, true
 }
 
 // lastError is the last_error text: "reason: message", or "" for success.
