@@ -15,7 +15,6 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/consumer"
-	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
@@ -150,16 +149,16 @@ func runBaseline(b *testing.B, prefetch, batch int) float64 {
 		}
 	}()
 	for done := 0; done < benchEvents; {
-		rows := []store.RawMail{}
+		rows := []storetest.RawMail{}
 		var last uint64
 		for d := range in {
-			rows = append(rows, store.RawMail{EventID: d.MessageId, DedupeKey: "raw:" + d.MessageId, Payload: d.Body})
+			rows = append(rows, storetest.RawMail{EventID: d.MessageId, DedupeKey: "raw:" + d.MessageId, Payload: d.Body})
 			last = d.DeliveryTag
 			if len(rows) == batch || len(in) == 0 {
 				break
 			}
 		}
-		require.NoError(b, sc.Store.InsertRawForBench(ctx, rows))
+		require.NoError(b, storetest.InsertRaw(ctx, sc.Store, rows))
 		require.NoError(b, ch.Ack(last, true))
 		done += len(rows)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
@@ -65,7 +66,7 @@ func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
 }
 
 // requireMessage checks the AMQP message of row (docs/contract.md, "Output").
-func requireMessage(t *testing.T, d amqp.Delivery, row store.OutboxState) {
+func requireMessage(t *testing.T, d amqp.Delivery, row storetest.OutboxState) {
 	t.Helper()
 	require.Equal(t, row.EventID, d.MessageId)
 	require.Equal(t, mailtype.EventType(row.EventType).RoutingKey(), d.RoutingKey)

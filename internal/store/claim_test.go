@@ -23,7 +23,7 @@ func insertMails(t *testing.T, st *store.Store, n int, prefix string) []int64 {
 	t.Helper()
 	ids := make([]int64, 0, n)
 	for i := range n {
-		id, err := st.InsertPendingForTest(context.Background(), store.TestMail{OrderID: fmt.Sprintf("%s%d", prefix, i)})
+		id, err := storetest.InsertPending(context.Background(), st, storetest.Mail{OrderID: fmt.Sprintf("%s%d", prefix, i)})
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
@@ -33,7 +33,7 @@ func insertMails(t *testing.T, st *store.Store, n int, prefix string) []int64 {
 func TestClaimNeverExceedsBatchUnderConcurrentClaimers(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
-	require.NoError(t, sc.Store.SeedForTest(context.Background(), "k", mailtype.StatusPending, 200))
+	require.NoError(t, storetest.Seed(context.Background(), sc.Store, "k", mailtype.StatusPending, 200))
 
 	var mu sync.Mutex
 	seen := map[int64]int{}
@@ -360,11 +360,11 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
 	ctx := context.Background()
-	require.NoError(t, sc.Store.SeedForTest(ctx, "sent-", mailtype.StatusSent, 50000))
-	require.NoError(t, sc.Store.SeedForTest(ctx, "pending-", mailtype.StatusPending, 500))
-	require.NoError(t, sc.Store.AnalyzeForTest(ctx))
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "sent-", mailtype.StatusSent, 50000))
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "pending-", mailtype.StatusPending, 500))
+	require.NoError(t, storetest.Analyze(ctx, sc.Store))
 
-	plan, err := sc.Store.ExplainClaimForTest(ctx, claimParams(10))
+	plan, err := storetest.ExplainClaim(ctx, sc.Store, claimParams(10))
 	require.NoError(t, err)
 	// Due rows: an ordered scan of the partial index of pending rows, no
 	// sort. Expired leases: an index scan restricted to `sending` rows (the
