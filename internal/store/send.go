@@ -31,7 +31,7 @@ type Outcome struct {
 	ProviderMessageID string
 	// ErrorClass, ErrorReason and Error describe a failed attempt; Error
 	// must be sanitized already (mailtype.Sanitize). They go to last_error
-	// and to the feedback event.
+	// ("reason: error"), last_error_class and the feedback event.
 	ErrorClass  mailtype.Class
 	ErrorReason mailtype.Reason
 	Error       string
@@ -62,7 +62,8 @@ type Finished struct {
 // finishManySQL is the fenced write of many outcomes in one statement: row
 // i of the arrays is the outcome of the attempt fenced by ($1[i], $2[i]); $3 is the
 // status when cancel_requested is set, $4 otherwise, $5 the retry delay in
-// milliseconds. The CASE is evaluated on the row version the UPDATE locks,
+// milliseconds, $8 and $13 last_error and its class (a release without an
+// error keeps both). The CASE is evaluated on the row version the UPDATE locks,
 // so a cancel committed during the send is seen. `m.id = ANY($1)` keeps it
 // an index scan of the primary key.
 //
@@ -94,13 +95,14 @@ UPDATE mail m SET
     provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
     provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
     last_error = CASE WHEN o.release AND o.last_error = '' THEN m.last_error ELSE NULLIF(o.last_error, '') END,
+    last_error_class = CASE WHEN o.release AND o.last_error = '' THEN m.last_error_class ELSE NULLIF(o.class, '') END,
     ambiguous = m.ambiguous + o.amb,
     sends = CASE WHEN o.release AND m.send_started_at IS NOT NULL THEN m.sends - 1 ELSE m.sends END,
     send_started_at = CASE WHEN o.release THEN NULL ELSE m.send_started_at END,
     updated_at = now()
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-            $9::bool[], $10::int[], $11::bool[], $12::bool[])
-    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle),
+            $9::bool[], $10::int[], $11::bool[], $12::bool[], $13::text[])
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle, class),
     prior
 WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND prior.id = m.id AND m.attempts = o.token
   AND (m.status = 'sending' OR (o.late AND m.status IN ('pending', 'unknown')))
@@ -190,6 +192,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 	n := len(as)
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	class := make([]string, n)
 	retryMS := make([]int64, n)
 	release, late, settle, amb := make([]bool, n), make([]bool, n), make([]bool, n), make([]int32, n)
 	for i, a := range as {
@@ -201,6 +204,9 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 		retryMS[i] = o.RetryAfter.Milliseconds()
 		provider[i], pmid[i], lastErr[i] = o.Provider, o.ProviderMessageID, o.lastError()
+		if lastErr[i] != "" {
+			class[i] = string(o.ErrorClass) // last_error_class: the class of last_error
+		}
 		release[i], settle[i] = o.Release, a.Settle
 		late[i] = !a.Settle && !o.Release && (o.Status == mailtype.StatusSent || o.Status == mailtype.StatusFailed)
 		if o.Ambiguous {
@@ -208,7 +214,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 	}
 	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr,
-		release, amb, late, settle)
+		release, amb, late, settle, class)
 	if err != nil {
 		return nil, nil, err
 	}
