@@ -14,6 +14,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/operator"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -144,96 +145,12 @@ func writeMails(w io.Writer, mails []store.MailView) error {
 	return tw.Flush()
 }
 
+// writeMail prints the report of m (operator.MailReport) as aligned
+// "name: value" lines.
 func writeMail(w io.Writer, m store.MailView) {
-	row := func(k, v string) {
-		if v != "" {
-			fmt.Fprintf(w, "%s:\t%s\n", k, v)
-		}
+	for _, f := range operator.MailReport(m, time.Now()) {
+		fmt.Fprintf(w, "%s:\t%s\n", f.Name, f.Value)
 	}
-	row("dedupe_key", m.DedupeKey)
-	row("status", string(m.Status))
-	row("verdict", verdict(m))
-	row("order_id", m.OrderID)
-	row("revision", fmt.Sprint(m.Revision))
-	row("template", m.Template+" ("+m.Locale+")")
-	row("to", m.ToEmail)
-	row("subject", m.Subject)
-	row("event_id", m.EventID)
-	row("cancel_event_id", m.CancelEventID)
-	row("message_id", m.MessageID)
-	row("attempts", fmt.Sprintf("%d sends started (as the feedback events count them), %d claims", m.Sends, m.Attempts))
-	row("provider", strings.TrimSpace(m.Provider+" "+m.ProviderMessageID))
-	row("last_error", m.LastError)
-	row("created_at", stamp(&m.CreatedAt))
-	row("first_attempt_at", stamp(m.FirstAttemptAt))
-	row("updated_at", stamp(&m.UpdatedAt))
-	row("sent_at", stamp(m.SentAt))
-	if len(m.Feedback) == 0 {
-		row("feedback", "none written")
-	}
-	for _, f := range m.Feedback {
-		row("feedback", fmt.Sprintf("%s %s written %s, %s", f.EventType, f.EventID, stamp(&f.CreatedAt), publishState(f)))
-	}
-}
-
-// verdict answers "did the customer get it, and if not why" in one line.
-func verdict(m store.MailView) string {
-	switch m.Status {
-	case mailtype.StatusSent:
-		if m.CancelEventID != "" && m.Template != mailtype.TemplateCancelNotice {
-			return "accepted by the provider at " + stamp(m.SentAt) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
-		}
-		return "accepted by the provider at " + stamp(m.SentAt)
-	case mailtype.StatusPending:
-		if m.SendAfter.After(time.Now()) {
-			return fmt.Sprintf("not sent yet: next attempt after %s (%d sends so far)", stamp(&m.SendAfter), m.Sends)
-		}
-		return fmt.Sprintf("not sent yet: due now, waiting for a sender (%d sends so far)", m.Sends)
-	case mailtype.StatusSending:
-		return "being sent now by " + m.LockedBy + ", lease until " + stamp(m.LockedUntil)
-	case mailtype.StatusFailed:
-		return "not sent: failed for good (see last_error); `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
-	case mailtype.StatusCancelled:
-		if m.EventID == "" {
-			return "not sent: the order was cancelled before its confirmation arrived (tombstone)"
-		}
-		if lastSendUnknown(m) {
-			return "cancelled, but the outcome of the last send is unknown (it ended without an answer): " +
-				"the mail may have been delivered; check the provider for message_id"
-		}
-		return "not sent: the order was cancelled"
-	case mailtype.StatusUnknown:
-		return "may or may not have been delivered (ambiguous send); check the provider, then `mailsvc mail reconcile " + m.DedupeKey + " --delivered|--not-delivered`"
-	}
-	return ""
-}
-
-// lastSendUnknown reports whether the last attempt of m ended without a
-// known outcome: its lease expired mid-send (the janitor's last_error names
-// lease_expired) or the provider's answer was lost (an ambiguous error).
-// Only last_error tells, so the check reads it.
-func lastSendUnknown(m store.MailView) bool {
-	return m.Attempts > 0 && (strings.Contains(m.LastError, string(mailtype.ReasonLeaseExpired)) ||
-		strings.Contains(m.LastError, "("+string(mailtype.Ambiguous)+")"))
-}
-
-func publishState(f store.FeedbackView) string {
-	switch {
-	case f.PublishedAt != nil:
-		return "published " + stamp(f.PublishedAt)
-	case f.DeadAt != nil:
-		return fmt.Sprintf("DEAD after %d attempts: %s", f.Attempts, f.LastError)
-	case f.Attempts > 0:
-		return fmt.Sprintf("not published yet (%d attempts: %s)", f.Attempts, f.LastError)
-	}
-	return "not published yet"
-}
-
-func stamp(t *time.Time) string {
-	if t == nil || t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(time.RFC3339)
 }
 
 func newMailResendCmd(e *env) *cobra.Command {

@@ -86,10 +86,11 @@ func runCLI(t *testing.T, config string, args ...string) (string, error) {
 func (o *opsEnv) seed(t *testing.T, key, orderID string, st mailtype.Status) {
 	t.Helper()
 	o.sc.Exec(t, `INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
-		subject, body_text, body_html, message_id, status, attempts, provider, provider_message_id, last_error, sent_at)
+		subject, body_text, body_html, message_id, status, attempts, provider, provider_message_id, last_error,
+		last_error_class, sent_at)
 		VALUES (gen_random_uuid(), $1, $2, 'order_confirmed', 'vi', 'b@example.com', '{}',
 		'Xác nhận đơn hàng', 'text', '<p>html</p>', $3, $4, 1, 'smtp', 'pm-7', 'timeout (ambiguous): reset after DATA',
-		CASE WHEN $4 = 'sent' THEN now() END)`, key, orderID, mailtype.MessageID(key, "shop.example"), string(st))
+		'ambiguous', CASE WHEN $4 = 'sent' THEN now() END)`, key, orderID, mailtype.MessageID(key, "shop.example"), string(st))
 }
 
 func TestMailShow(t *testing.T) {
@@ -111,6 +112,19 @@ func TestMailShow(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &one))
 	require.Equal(t, mailtype.StatusUnknown, one.Status)
 	require.Equal(t, "pm-7", one.ProviderMessageID)
+	require.Equal(t, mailtype.Ambiguous, one.LastErrorClass)
+
+	// The verdict reads the stored class: a cancelled mail whose last send
+	// was ambiguous may have been delivered, whatever last_error says.
+	o.seed(t, "order-confirmed:43", "43", mailtype.StatusCancelled)
+	out, err = o.run(t, "mail", "show", "order-confirmed:43")
+	require.NoError(t, err)
+	require.Contains(t, out, "cancelled, but the outcome of the last send is unknown")
+	o.sc.Exec(t, `UPDATE mail SET last_error_class = 'transient' WHERE dedupe_key = 'order-confirmed:43'`)
+	out, err = o.run(t, "mail", "show", "order-confirmed:43")
+	require.NoError(t, err)
+	require.Contains(t, out, "not sent: the order was cancelled\n")
+	require.NotContains(t, out, "outcome of the last send is unknown")
 
 	out, err = o.run(t, "mail", "show", "--order", "42", "--json")
 	require.NoError(t, err)

@@ -14,7 +14,6 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/consumer"
-	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
@@ -142,16 +141,16 @@ func runBaseline(b *testing.B, prefetch, batch int) float64 {
 	in, err := ch.Consume(cfg.Queue, "", prefetch)
 	require.NoError(b, err)
 	for done := 0; done < benchEvents; {
-		rows := []store.RawMail{}
+		rows := []storetest.RawMail{}
 		var last uint64
 		for d := range in {
-			rows = append(rows, store.RawMail{EventID: d.MessageID, DedupeKey: "raw:" + d.MessageID, Payload: d.Body})
+			rows = append(rows, storetest.RawMail{EventID: d.MessageID, DedupeKey: "raw:" + d.MessageID, Payload: d.Body})
 			last = d.Tag
 			if len(rows) == batch || len(in) == 0 {
 				break
 			}
 		}
-		require.NoError(b, sc.Store.InsertRawForBench(ctx, rows))
+		require.NoError(b, storetest.InsertRaw(ctx, sc.Store, rows))
 		require.NoError(b, ch.Ack(last, true))
 		done += len(rows)
 	}

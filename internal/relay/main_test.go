@@ -150,14 +150,14 @@ func (b *bundle) insert(t testing.TB, fs ...store.Feedback) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	require.NoError(t, b.writer.InsertOutboxForTest(ctx, fs...))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.writer, fs...))
 }
 
-func (b *bundle) outbox(t testing.TB) []store.OutboxState {
+func (b *bundle) outbox(t testing.TB) []storetest.OutboxState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := b.writer.OutboxForTest(ctx)
+	rows, err := storetest.Outbox(ctx, b.writer)
 	require.NoError(t, err)
 	return rows
 }

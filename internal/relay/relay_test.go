@@ -18,6 +18,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
@@ -64,7 +65,7 @@ func TestRelayPublishesEveryRowWithItsEventID(t *testing.T) {
 }
 
 // requireMessage checks the AMQP message of row (docs/contract.md, "Output").
-func requireMessage(t *testing.T, d broker.Delivery, row store.OutboxState) {
+func requireMessage(t *testing.T, d broker.Delivery, row storetest.OutboxState) {
 	t.Helper()
 	require.Equal(t, row.EventID, d.MessageID)
 	require.Equal(t, mailtype.EventType(row.EventType).RoutingKey(), d.RoutingKey)

@@ -54,7 +54,7 @@ func poolRun(b *testing.B, prov sender.Provider, workers, batch int) time.Durati
 	b.StopTimer()
 	sc := storetest.New(b)
 	ctx := context.Background()
-	if err := sc.Store.SeedForTest(ctx, "bench-", mailtype.StatusPending, benchMails); err != nil {
+	if err := storetest.Seed(ctx, sc.Store, "bench-", mailtype.StatusPending, benchMails); err != nil {
 		b.Fatal(err)
 	}
 	st, err := store.Open(ctx, store.Options{URL: sc.URL, MaxConns: int32(workers + 4)})
@@ -166,18 +166,18 @@ func benchClaim(b *testing.B, sent int) {
 	sc := storetest.New(b)
 	ctx := context.Background()
 	if sent > 0 {
-		if err := sc.Store.SeedForTest(ctx, "sent-", mailtype.StatusSent, sent); err != nil {
+		if err := storetest.Seed(ctx, sc.Store, "sent-", mailtype.StatusSent, sent); err != nil {
 			b.Fatal(err)
 		}
 	}
-	if err := sc.Store.SeedForTest(ctx, "pending-", mailtype.StatusPending, benchMails); err != nil {
+	if err := storetest.Seed(ctx, sc.Store, "pending-", mailtype.StatusPending, benchMails); err != nil {
 		b.Fatal(err)
 	}
-	if err := sc.Store.AnalyzeForTest(ctx); err != nil {
+	if err := storetest.Analyze(ctx, sc.Store); err != nil {
 		b.Fatal(err)
 	}
 	p := store.ClaimParams{Limit: 10, Lease: time.Minute, Worker: "bench"}
-	plan, err := sc.Store.ExplainClaimForTest(ctx, p)
+	plan, err := storetest.ExplainClaim(ctx, sc.Store, p)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func benchClaim(b *testing.B, sent int) {
 	for i := 0; i < b.N; i++ {
 		for range claims {
 			t0 := time.Now()
-			n, err := sc.Store.ClaimRollbackForTest(ctx, p)
+			n, err := storetest.ClaimRollback(ctx, sc.Store, p)
 			lat = append(lat, time.Since(t0))
 			if err != nil || n != 10 {
 				b.Fatalf("claim took %d rows: %v", n, err)

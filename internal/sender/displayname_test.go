@@ -16,7 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
 	"github.com/mailsvc/mailsvc/internal/sender/resendtest"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
-	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
@@ -40,7 +40,7 @@ var hostileNames = []struct {
 // raw customer name.
 func (b *bundle) insertNamed(t *testing.T, orderID, name string) int64 {
 	t.Helper()
-	id, err := b.sc.Store.InsertPendingForTest(context.Background(), store.TestMail{OrderID: orderID, CustomerName: name})
+	id, err := storetest.InsertPending(context.Background(), b.sc.Store, storetest.Mail{OrderID: orderID, CustomerName: name})
 	require.NoError(t, err)
 	return id
 }

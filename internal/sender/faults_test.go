@@ -15,6 +15,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
 )
 
@@ -50,7 +51,7 @@ func TestDedupingRelayIsRetriedBeyondTheBudget(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
 	b.srv.Inject(smtptest.Data, smtptest.Hang(), smtptest.Hang(), smtptest.Hang())
-	id, err := b.sc.Store.InsertPendingForTest(context.Background(), store.TestMail{OrderID: "42",
+	id, err := storetest.InsertPending(context.Background(), b.sc.Store, storetest.Mail{OrderID: "42",
 		From: from, IdempotencyKey: "ns:" + key("42")})
 	require.NoError(t, err)
 	prov, err := smtp.New(smtp.Config{Host: b.srv.Host, Port: b.srv.Port, TLS: smtp.TLSNone,
@@ -178,7 +179,7 @@ func TestConfigChangeBetweenAttemptsSendsIdenticalPayload(t *testing.T) {
 	api.Inject(resendtest.LoseResponse())
 	prov, err := resend.New(resend.Config{APIKey: "re_test", BaseURL: api.URL})
 	require.NoError(t, err)
-	id, err := b.sc.Store.InsertPendingForTest(context.Background(), store.TestMail{OrderID: "42",
+	id, err := storetest.InsertPending(context.Background(), b.sc.Store, storetest.Mail{OrderID: "42",
 		From: "Shop A <orders@a.example>", ToName: "Nguyễn Văn B", ReplyTo: "help@a.example", IdempotencyKey: "ns:" + key("42")})
 	require.NoError(t, err)
 	cfg := testConfig()
@@ -220,7 +221,7 @@ func TestNamespacedKeysKeepDeploymentsApart(t *testing.T) {
 		ns, err := deployment.sc.Store.IdempotencyNamespace(context.Background(), "")
 		require.NoError(t, err)
 		require.Len(t, ns, 36, "the deployment id is a UUID")
-		id, err := deployment.sc.Store.InsertPendingForTest(context.Background(), store.TestMail{OrderID: "42",
+		id, err := storetest.InsertPending(context.Background(), deployment.sc.Store, storetest.Mail{OrderID: "42",
 			From: from, IdempotencyKey: mailtype.IdempotencyKey(ns, key("42"))})
 		require.NoError(t, err)
 		deployment.start(t, testConfig(), sender.Deps{Provider: prov})

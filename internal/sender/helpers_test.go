@@ -83,7 +83,7 @@ func (b *bundle) start(t *testing.T, cfg sender.Config, deps sender.Deps) (*send
 
 func (b *bundle) insert(t *testing.T, orderID string) int64 {
 	t.Helper()
-	id, err := b.sc.Store.InsertPendingForTest(context.Background(), store.TestMail{OrderID: orderID})
+	id, err := storetest.InsertPending(context.Background(), b.sc.Store, storetest.Mail{OrderID: orderID})
 	require.NoError(t, err)
 	return id
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 func TestDeferredTwiceThenDeliveredOnce(t *testing.T) {
@@ -339,7 +340,7 @@ func TestRateLimitSpacesProviderCalls(t *testing.T) {
 func TestManyMailsEachSentOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
-	require.NoError(t, b.sc.Store.SeedForTest(context.Background(), "bulk-", mailtype.StatusPending, 300))
+	require.NoError(t, storetest.Seed(context.Background(), b.sc.Store, "bulk-", mailtype.StatusPending, 300))
 	cfg := testConfig()
 	cfg.Workers = 4
 	b.start(t, cfg, sender.Deps{})

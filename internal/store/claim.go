@@ -168,24 +168,6 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	return out, nil
 }
 
-const renewSQL = `
-UPDATE mail SET locked_until = now() + $3::interval, updated_at = now()
-WHERE id = $1 AND status = 'sending' AND attempts = $2`
-
-// RenewLease extends the lease of a claimed row to now() + lease (database
-// clock), so that a slow but alive worker is not overtaken. It returns
-// ErrLeaseLost when the fence no longer holds.
-func (s *Store) RenewLease(ctx context.Context, f Fence, lease time.Duration) error {
-	tag, err := s.pool.Exec(ctx, renewSQL, f.ID, f.Token, lease)
-	if err != nil {
-		return fmt.Errorf("renew lease of mail %d: %w", f.ID, interpretError(err))
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrLeaseLost
-	}
-	return nil
-}
-
 // renewManySQL: `m.id = ANY($1)` makes the rows an index scan of the
 // primary key whatever the join's estimate.
 const renewManySQL = `

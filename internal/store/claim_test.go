@@ -23,7 +23,7 @@ func insertMails(t *testing.T, st *store.Store, n int, prefix string) []int64 {
 	t.Helper()
 	ids := make([]int64, 0, n)
 	for i := range n {
-		id, err := st.InsertPendingForTest(context.Background(), store.TestMail{OrderID: fmt.Sprintf("%s%d", prefix, i)})
+		id, err := storetest.InsertPending(context.Background(), st, storetest.Mail{OrderID: fmt.Sprintf("%s%d", prefix, i)})
 		require.NoError(t, err)
 		ids = append(ids, id)
 	}
@@ -33,7 +33,7 @@ func insertMails(t *testing.T, st *store.Store, n int, prefix string) []int64 {
 func TestClaimNeverExceedsBatchUnderConcurrentClaimers(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
-	require.NoError(t, sc.Store.SeedForTest(context.Background(), "k", mailtype.StatusPending, 200))
+	require.NoError(t, storetest.Seed(context.Background(), sc.Store, "k", mailtype.StatusPending, 200))
 
 	var mu sync.Mutex
 	seen := map[int64]int{}
@@ -149,20 +149,24 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 
 	// The first worker's late writes change nothing, and it can no longer
 	// start a send.
-	_, err = sc.Store.FinishAttempt(ctx, first[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp"})
+	_, err = finishOne(t, sc.Store, first[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp"})
 	require.ErrorIs(t, err, store.ErrLeaseLost)
-	require.ErrorIs(t, sc.Store.RenewLease(ctx, first[0].Fence, time.Hour), store.ErrLeaseLost)
+	renewed, err := sc.Store.RenewLeases(ctx, []store.Fence{first[0].Fence}, time.Hour)
+	require.NoError(t, err)
+	require.Empty(t, renewed, "the lease was lost")
 	started, err := sc.Store.MarkStarted(ctx, []store.Fence{first[0].Fence}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, started)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sending' AND attempts = 2 AND sent_at IS NULL`))
 	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 
-	require.NoError(t, sc.Store.RenewLease(ctx, second[0].Fence, time.Hour))
+	renewed, err = sc.Store.RenewLeases(ctx, []store.Fence{second[0].Fence}, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, []store.Fence{second[0].Fence}, renewed)
 	started, err = sc.Store.MarkStarted(ctx, []store.Fence{second[0].Fence}, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1}}, started)
-	fin, err := sc.Store.FinishAttempt(ctx, second[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"})
+	fin, err := finishOne(t, sc.Store, second[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"})
 	require.NoError(t, err)
 	require.Equal(t, store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}, fin)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 2 AND sent_at IS NOT NULL AND locked_until IS NULL AND provider_message_id = '250 ok'`))
@@ -170,7 +174,7 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 		"attempts in feedback counts sends, not claims")
 
 	// A finished row cannot be finished again.
-	_, err = sc.Store.FinishAttempt(ctx, second[0].Fence, store.Outcome{Status: mailtype.StatusFailed})
+	_, err = finishOne(t, sc.Store, second[0].Fence, store.Outcome{Status: mailtype.StatusFailed})
 	require.ErrorIs(t, err, store.ErrLeaseLost)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 }
@@ -188,7 +192,7 @@ func TestFinishAttemptRetryAndCancel(t *testing.T) {
 	retry := store.Outcome{Status: mailtype.StatusPending, IfCancelRequested: mailtype.StatusCancelled, RetryAfter: time.Hour,
 		Provider: "smtp", ErrorClass: mailtype.Transient, ErrorReason: mailtype.ReasonDeferred, Error: "451 try later"}
 	for _, m := range got {
-		fin, err := sc.Store.FinishAttempt(ctx, m.Fence, retry)
+		fin, err := finishOne(t, sc.Store, m.Fence, retry)
 		require.NoError(t, err)
 		if m.ID == ids[1] {
 			require.Equal(t, store.Finished{Status: mailtype.StatusCancelled, Event: mailtype.EmailCancelled}, fin)
@@ -356,11 +360,11 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
 	ctx := context.Background()
-	require.NoError(t, sc.Store.SeedForTest(ctx, "sent-", mailtype.StatusSent, 50000))
-	require.NoError(t, sc.Store.SeedForTest(ctx, "pending-", mailtype.StatusPending, 500))
-	require.NoError(t, sc.Store.AnalyzeForTest(ctx))
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "sent-", mailtype.StatusSent, 50000))
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "pending-", mailtype.StatusPending, 500))
+	require.NoError(t, storetest.Analyze(ctx, sc.Store))
 
-	plan, err := sc.Store.ExplainClaimForTest(ctx, claimParams(10))
+	plan, err := storetest.ExplainClaim(ctx, sc.Store, claimParams(10))
 	require.NoError(t, err)
 	// Due rows: an ordered scan of the partial index of pending rows, no
 	// sort. Expired leases: an index scan restricted to `sending` rows (the
@@ -432,4 +436,15 @@ func TestClaimOfThePreviousVersionFailsOnThisSchema(t *testing.T) {
 		first_attempt_at = COALESCE(first_attempt_at, now()) WHERE status = 'pending'`)
 	require.ErrorContains(t, err, `column "first_attempt_at" does not exist`)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'pending'`))
+}
+
+// finishOne records the outcome of one attempt with FinishAttempts and
+// returns what was written for it; its error is nil or ErrLeaseLost (a
+// database error fails the test).
+func finishOne(t *testing.T, st *store.Store, f store.Fence, o store.Outcome) (store.Finished, error) {
+	t.Helper()
+	res, err := st.FinishAttempts(context.Background(), []store.Attempt{{Fence: f, Outcome: o}})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	return res[0].Finished, res[0].Err
 }

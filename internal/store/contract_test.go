@@ -166,7 +166,7 @@ func TestCancelNoticeThatCannotRenderIsFailed(t *testing.T) {
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, cancelOf("R")))
 	require.Equal(t, []string{"EmailCancelTooLate order-confirmed:R", "EmailFailed order-cancelled:R"}, b.events(t, "R"))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-cancelled:R' AND status = 'failed'
-		AND last_error = 'render: template exploded'`))
+		AND last_error = 'render: template exploded' AND last_error_class = 'permanent'`))
 }
 
 // A reopened order: revision 1 is cancelled (a tombstone, since its

@@ -40,7 +40,6 @@ func TestSendPathInEveryExecMode(t *testing.T) {
 			}
 			require.EqualValues(t, 4, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sending' AND attempts = 1 AND locked_by = $1`, p.Worker))
 
-			require.NoError(t, st.RenewLease(ctx, byOrder["1"].Fence, time.Hour))
 			renewed, err := st.RenewLeases(ctx, fences, time.Hour)
 			require.NoError(t, err)
 			require.ElementsMatch(t, fences, renewed)

@@ -173,7 +173,7 @@ func TestRelayStatementsInEveryExecMode(t *testing.T) {
 			l, err := st.ListenOutbox(ctx, "listen-"+mode)
 			require.NoError(t, err)
 			defer l.Close()
-			require.NoError(t, st.InsertOutboxForTest(ctx, feedback("1"), feedback("2"), feedback("3")))
+			require.NoError(t, storetest.InsertOutbox(ctx, st, feedback("1"), feedback("2"), feedback("3")))
 			require.NoError(t, l.Wait(ctx), "the insert notified the listener")
 
 			sess, err := st.OpenRelay("relay-"+mode, 5*time.Second)
@@ -215,7 +215,7 @@ func TestRelayStatementsInEveryExecMode(t *testing.T) {
 			require.NoError(t, err)
 			require.EqualValues(t, 2, n)
 
-			left, err := st.OutboxForTest(ctx)
+			left, err := storetest.Outbox(ctx, st)
 			require.NoError(t, err)
 			require.Len(t, left, 1)
 			require.Equal(t, rows[2].ID, left[0].ID)

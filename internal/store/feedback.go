@@ -71,13 +71,30 @@ const insertOutboxSQL = `
 INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8)`
 
-// insertFeedback writes f as an outbox row inside tx. The event_id is a
-// fresh UUIDv7, made now (not at publish), so a re-publish carries the same
-// id. The caller commits.
-func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error {
+// insertOutboxManySQL writes many outbox rows in one statement (one
+// executor run, one firing of the statement trigger that notifies the
+// relay), in the order of the arrays.
+const insertOutboxManySQL = `
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
+SELECT e, $2, rk, et, o, k, p::jsonb, c
+FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
+    AS u(e, rk, et, o, k, p, c)`
+
+// outboxRow is the outbox row of one feedback event, addressed to the
+// store's events exchange.
+type outboxRow struct {
+	eventID                                   uuid.UUID
+	routingKey, eventType, orderID, dedupeKey string
+	payload                                   string // the JSON envelope
+	createdAt                                 time.Time
+}
+
+// outboxRowOf encodes f as its outbox row. The event_id is a fresh
+// UUIDv7, made now (not at publish), so a re-publish carries the same id.
+func outboxRowOf(f Feedback) (outboxRow, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
-		return fmt.Errorf("new event id: %w", err)
+		return outboxRow{}, fmt.Errorf("new event id: %w", err)
 	}
 	now := time.Now().UTC()
 	env := feedbackEnvelope{
@@ -94,11 +111,49 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 	}
 	body, err := json.Marshal(env)
 	if err != nil {
-		return fmt.Errorf("encode feedback: %w", err)
+		return outboxRow{}, fmt.Errorf("encode feedback: %w", err)
 	}
-	_, err = tx.Exec(ctx, insertOutboxSQL, id, s.eventsExchange, f.Type.RoutingKey(), string(f.Type), f.OrderID, f.DedupeKey, string(body), now)
+	return outboxRow{eventID: id, routingKey: f.Type.RoutingKey(), eventType: string(f.Type), orderID: f.OrderID,
+		dedupeKey: f.DedupeKey, payload: string(body), createdAt: now}, nil
+}
+
+// insertFeedback writes f as an outbox row inside tx. The caller commits.
+func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error {
+	r, err := outboxRowOf(f)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, insertOutboxSQL, r.eventID, s.eventsExchange, r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt)
 	if err != nil {
 		return fmt.Errorf("insert outbox %s: %w", f.Type, interpretError(err))
+	}
+	return nil
+}
+
+// insertFeedbacks writes fs as outbox rows inside tx, in their order, with
+// one statement (insertOutboxManySQL) whatever their number. The caller
+// commits.
+func (s *Store) insertFeedbacks(ctx context.Context, tx pgx.Tx, fs []Feedback) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	n := len(fs)
+	// The ids go as text: in the simple_protocol query mode pgx cannot
+	// encode a []uuid.UUID.
+	ids := make([]string, n)
+	keys, types, orders, dedupe, payloads := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	created := make([]time.Time, n)
+	for i, f := range fs {
+		r, err := outboxRowOf(f)
+		if err != nil {
+			return err
+		}
+		ids[i], keys[i], types[i], orders[i], dedupe[i], payloads[i], created[i] =
+			r.eventID.String(), r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt
+	}
+	_, err := tx.Exec(ctx, insertOutboxManySQL, ids, s.eventsExchange, keys, types, orders, dedupe, payloads, created)
+	if err != nil {
+		return fmt.Errorf("insert %d outbox rows: %w", n, interpretError(err))
 	}
 	return nil
 }

@@ -152,13 +152,13 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
-                  subject, body_text, body_html, message_id, status, last_error,
+                  subject, body_text, body_html, message_id, status, last_error, last_error_class,
                   from_addr, to_name, reply_to, idempotency_key, occurred_at, revision)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), fa, tn, rt, ik, oa, rev
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, oa, rev
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[],
-            $14::text[], $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::int[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, fa, tn, rt, ik, oa, rev)
+            $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+            $15::text[], $16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::int[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, oa, rev)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key`
 
@@ -168,29 +168,30 @@ RETURNING event_id::text, dedupe_key`
 // is skipped.
 func insertMails(ctx context.Context, q querier, items []IngestItem, res []IngestResult) error {
 	n := len(items)
-	cols := make([][]string, 17)
+	cols := make([][]string, 18)
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
 	occurred, revisions := make([]time.Time, n), make([]int32, n)
 	for i, it := range items {
 		m := it.Mail
-		status, lastErr := string(mailtype.StatusPending), ""
+		status, lastErr, lastClass := string(mailtype.StatusPending), "", ""
 		if m.Stale {
 			status, lastErr = string(mailtype.StatusFailed), string(mailtype.ReasonStale)+": event older than its max age"
+			lastClass = string(mailtype.Permanent)
 		}
 		payload := string(m.Payload)
 		if payload == "" {
 			payload = "{}"
 		}
 		for c, v := range []string{m.EventID, m.DedupeKey, m.OrderID, m.Template, m.Locale, m.ToEmail, payload,
-			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr,
+			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr, lastClass,
 			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey} {
 			cols[c][i] = v
 		}
 		occurred[i], revisions[i] = m.OccurredAt, int32(revisionOr1(m.Revision))
 	}
-	args := make([]any, 0, 19)
+	args := make([]any, 0, 20)
 	for _, c := range cols {
 		args = append(args, c)
 	}

@@ -207,7 +207,7 @@ func TestIngestStaleIsRecordedAsFailedOnce(t *testing.T) {
 	ev.Mail.Stale, ev.Mail.MaxAge = true, 24*time.Hour
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeStale, mailtype.OutcomeDuplicate}, b.ingest(t, ev, ev))
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, ev))
-	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed' AND last_error LIKE 'stale:%'`))
+	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed' AND last_error LIKE 'stale:%' AND last_error_class = 'permanent'`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailFailed'
 		AND payload->'data'->>'error_reason' = 'stale' AND payload->'data'->>'error_class' = 'permanent'`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))

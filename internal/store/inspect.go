@@ -30,20 +30,23 @@ type MailView struct {
 	// Attempts is the number of claims (the fencing token); Sends the
 	// sends that started, which max_attempts bounds and the feedback
 	// events' attempts report.
-	Attempts          int            `json:"attempts"`
-	Sends             int            `json:"sends"`
-	LockedUntil       *time.Time     `json:"locked_until,omitempty"`
-	LockedBy          string         `json:"locked_by,omitempty"`
-	SendAfter         time.Time      `json:"send_after"`
-	FirstAttemptAt    *time.Time     `json:"first_attempt_at,omitempty"`
-	Provider          string         `json:"provider,omitempty"`
-	ProviderMessageID string         `json:"provider_message_id,omitempty"`
-	LastError         string         `json:"last_error,omitempty"`
-	OccurredAt        *time.Time     `json:"occurred_at,omitempty"`
-	CreatedAt         time.Time      `json:"created_at"`
-	UpdatedAt         time.Time      `json:"updated_at"`
-	SentAt            *time.Time     `json:"sent_at,omitempty"`
-	Feedback          []FeedbackView `json:"feedback"`
+	Attempts          int        `json:"attempts"`
+	Sends             int        `json:"sends"`
+	LockedUntil       *time.Time `json:"locked_until,omitempty"`
+	LockedBy          string     `json:"locked_by,omitempty"`
+	SendAfter         time.Time  `json:"send_after"`
+	FirstAttemptAt    *time.Time `json:"first_attempt_at,omitempty"`
+	Provider          string     `json:"provider,omitempty"`
+	ProviderMessageID string     `json:"provider_message_id,omitempty"`
+	LastError         string     `json:"last_error,omitempty"`
+	// LastErrorClass is the class of LastError (transient, permanent or
+	// ambiguous; migration 00080), "" when there is none.
+	LastErrorClass mailtype.Class `json:"last_error_class,omitempty"`
+	OccurredAt     *time.Time     `json:"occurred_at,omitempty"`
+	CreatedAt      time.Time      `json:"created_at"`
+	UpdatedAt      time.Time      `json:"updated_at"`
+	SentAt         *time.Time     `json:"sent_at,omitempty"`
+	Feedback       []FeedbackView `json:"feedback"`
 }
 
 // FeedbackView is one outbox row (a feedback event on mail.events) of a mail.
@@ -63,7 +66,7 @@ id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_ema
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
-updated_at, sent_at, revision, sends`
+updated_at, sent_at, revision, sends, COALESCE(last_error_class, '')`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -75,7 +78,8 @@ func scanMailView(row pgx.Row) (MailView, error) {
 	err := row.Scan(&m.ID, &m.EventID, &m.DedupeKey, &m.OrderID, &m.Template, &m.Locale, &m.ToEmail,
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
-		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends)
+		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
+		&m.LastErrorClass)
 	return m, err
 }
 

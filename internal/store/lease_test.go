@@ -57,7 +57,7 @@ func TestRelayLeaseExpiryHandsOverAndFencesTheOldLeader(t *testing.T) {
 	t.Parallel()
 	b := setupOutbox(t)
 	ctx := testCtx(t)
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2"), feedback("3")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2"), feedback("3")))
 	ids := []int64{b.rowIDs(t, "1")[0], b.rowIDs(t, "2")[0], b.rowIDs(t, "3")[0]}
 	old := b.sess
 	require.NoError(t, old.RenewLease(ctx, old.epoch, 300*time.Millisecond), "renewing sets the expiry from now")
@@ -92,7 +92,7 @@ func TestRelayLeaseExpiredButNotTakenRenews(t *testing.T) {
 	t.Parallel()
 	b := setupOutbox(t)
 	ctx := testCtx(t)
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1")))
 	require.NoError(t, b.sess.RenewLease(ctx, b.sess.epoch, time.Millisecond))
 	require.Eventually(t, func() bool {
 		_, remaining, err := b.sess.LeaseHolder(ctx)

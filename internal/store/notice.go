@@ -55,8 +55,9 @@ FROM mail WHERE dedupe_key = $1`
 
 // insertFailedNoticeSQL records a notice that could not be rendered.
 const insertFailedNoticeSQL = `
-INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, status, last_error, revision, occurred_at)
-VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, now())
+INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, status, last_error, last_error_class,
+    revision, occurred_at)
+VALUES ($1, $2, $3, $4, $5, 'failed', $6, 'permanent', $7, now())
 ON CONFLICT DO NOTHING`
 
 // insertNotice writes, inside tx, the cancellation notice of the order of

@@ -90,8 +90,8 @@ func TestFetchOutboxKeepsOneOrderInWriteOrder(t *testing.T) {
 	t.Parallel()
 	b := setupOutbox(t)
 	ctx := testCtx(t)
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2"), feedback("1"), feedback("")))
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2"), feedback("1"), feedback("")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("")))
 	a, bID := b.rowIDs(t, "1"), b.rowIDs(t, "2")
 	none := b.rowIDs(t, "")
 	require.Len(t, a, 2)
@@ -122,7 +122,7 @@ func TestRecordOutboxResultsCountsAttemptsAndKills(t *testing.T) {
 	t.Parallel()
 	b := setupOutbox(t)
 	ctx := testCtx(t)
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("1"), feedback("2")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("1"), feedback("2")))
 	a, other := b.rowIDs(t, "1"), b.rowIDs(t, "2")[0]
 
 	fail := func(id int64, mayDie bool) []store.OutboxAttempt {
@@ -161,7 +161,7 @@ func TestRecordOutboxResultsDelaysRetry(t *testing.T) {
 	t.Parallel()
 	b := setupOutbox(t)
 	ctx := testCtx(t)
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2")))
 	one, two := b.rowIDs(t, "1")[0], b.rowIDs(t, "2")[0]
 	_, err := b.sess.RecordOutboxResults(ctx, nil, []store.OutboxFailure{{ID: one, RetryIn: time.Hour, MayDie: true}}, 5)
 	require.NoError(t, err)
@@ -177,7 +177,7 @@ func TestDeletePublishedOutboxInBatches(t *testing.T) {
 	for i := range fs {
 		fs[i] = feedback("")
 	}
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, fs...))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, fs...))
 	// 5 published long ago, 1 published now, 1 dead and never published.
 	b.sc.Exec(t, `UPDATE outbox SET published_at = now() - interval '30 days' WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT 5)`)
 	b.sc.Exec(t, `UPDATE outbox SET published_at = now() WHERE id = (SELECT id FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)`)
@@ -200,7 +200,7 @@ func TestOutboxListenerWakesOnInsert(t *testing.T) {
 	l, err := b.sc.Store.ListenOutbox(ctx, "relay-listen-test")
 	require.NoError(t, err)
 	defer l.Close()
-	require.NoError(t, b.sc.Store.InsertOutboxForTest(ctx, feedback("1"), feedback("2")))
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2")))
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, l.Wait(wctx))

@@ -6,13 +6,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
 // Outcome is what one send attempt of a claimed row ended in, to be
-// recorded by FinishAttempt.
+// recorded by FinishAttempts.
 type Outcome struct {
 	// Status is the row's next status: sent, pending (retry), failed or
 	// unknown.
@@ -32,7 +31,7 @@ type Outcome struct {
 	ProviderMessageID string
 	// ErrorClass, ErrorReason and Error describe a failed attempt; Error
 	// must be sanitized already (mailtype.Sanitize). They go to last_error
-	// and to the feedback event.
+	// ("reason: error"), last_error_class and the feedback event.
 	ErrorClass  mailtype.Class
 	ErrorReason mailtype.Reason
 	Error       string
@@ -52,7 +51,7 @@ type Outcome struct {
 	Ambiguous bool
 }
 
-// Finished is what FinishAttempt wrote.
+// Finished is what FinishAttempts wrote for one attempt.
 type Finished struct {
 	// Status is the status the row has now.
 	Status mailtype.Status
@@ -63,7 +62,8 @@ type Finished struct {
 // finishManySQL is the fenced write of many outcomes in one statement: row
 // i of the arrays is the outcome of the attempt fenced by ($1[i], $2[i]); $3 is the
 // status when cancel_requested is set, $4 otherwise, $5 the retry delay in
-// milliseconds. The CASE is evaluated on the row version the UPDATE locks,
+// milliseconds, $8 and $13 last_error and its class (a release without an
+// error keeps both). The CASE is evaluated on the row version the UPDATE locks,
 // so a cancel committed during the send is seen. `m.id = ANY($1)` keeps it
 // an index scan of the primary key.
 //
@@ -95,33 +95,20 @@ UPDATE mail m SET
     provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
     provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
     last_error = CASE WHEN o.release AND o.last_error = '' THEN m.last_error ELSE NULLIF(o.last_error, '') END,
+    last_error_class = CASE WHEN o.release AND o.last_error = '' THEN m.last_error_class ELSE NULLIF(o.class, '') END,
     ambiguous = m.ambiguous + o.amb,
     sends = CASE WHEN o.release AND m.send_started_at IS NOT NULL THEN m.sends - 1 ELSE m.sends END,
     send_started_at = CASE WHEN o.release THEN NULL ELSE m.send_started_at END,
     updated_at = now()
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
-            $9::bool[], $10::int[], $11::bool[], $12::bool[])
-    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle),
+            $9::bool[], $10::int[], $11::bool[], $12::bool[], $13::text[])
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle, class),
     prior
 WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND prior.id = m.id AND m.attempts = o.token
   AND (m.status = 'sending' OR (o.late AND m.status IN ('pending', 'unknown')))
   AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
 RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
     m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, '')`
-
-// FinishAttempt records the outcome of the attempt fenced by f, in one short
-// transaction: the row's new status and, for a terminal status, its
-// feedback event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown)
-// in the outbox. It returns ErrLeaseLost, writing nothing, when the row is
-// no longer `sending` with f's token. Database errors are classified
-// (transient, ReasonDatabase); nothing is committed then.
-func (s *Store) FinishAttempt(ctx context.Context, f Fence, o Outcome) (Finished, error) {
-	res, err := s.FinishAttempts(ctx, []Attempt{{Fence: f, Outcome: o}})
-	if err != nil {
-		return Finished{}, err
-	}
-	return res[0].Finished, res[0].Err
-}
 
 // Attempt is one attempt's outcome to record with FinishAttempts.
 type Attempt struct {
@@ -143,12 +130,16 @@ type AttemptResult struct {
 }
 
 // FinishAttempts records many outcomes in one transaction (one commit, one
-// WAL flush), each row's write fenced by its own token exactly as
-// FinishAttempt: a row whose fence no longer holds gets ErrLeaseLost in its
-// result and is left untouched, the others are written with their feedback
-// events. Two statements do it whatever the batch size: the fenced update
-// of every row and the insert of every outbox row. An error return means
-// nothing was committed; the caller may retry the whole call.
+// WAL flush), each row's write fenced by its own token: a row that is no
+// longer `sending` with its token (see finishManySQL for the late and
+// settle writes) gets ErrLeaseLost in its result and is left untouched; the
+// others get their new status and, for a terminal status, their feedback
+// event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown) in the
+// outbox. Two statements do it whatever the batch size: the fenced update
+// of every row and the insert of every outbox row (plus one per
+// cancellation notice). Database errors are classified (transient,
+// ReasonDatabase); an error return means nothing was committed, and the
+// caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
 	res, _, err := s.FinishAndStart(ctx, as, nil, 0)
 	return res, err
@@ -175,14 +166,7 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 		if err != nil {
 			return err
 		}
-		// insertFeedback's rows are collected and written together.
-		bt := &batchTx{Tx: tx}
-		for _, fb := range fbs {
-			if err := s.insertFeedback(ctx, bt, fb); err != nil {
-				return err
-			}
-		}
-		if err := bt.flush(ctx); err != nil {
+		if err := s.insertFeedbacks(ctx, tx, fbs); err != nil {
 			return err
 		}
 		for _, key := range notices {
@@ -208,6 +192,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 	n := len(as)
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	class := make([]string, n)
 	retryMS := make([]int64, n)
 	release, late, settle, amb := make([]bool, n), make([]bool, n), make([]bool, n), make([]int32, n)
 	for i, a := range as {
@@ -219,6 +204,9 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 		retryMS[i] = o.RetryAfter.Milliseconds()
 		provider[i], pmid[i], lastErr[i] = o.Provider, o.ProviderMessageID, o.lastError()
+		if lastErr[i] != "" {
+			class[i] = string(o.ErrorClass) // last_error_class: the class of last_error
+		}
 		release[i], settle[i] = o.Release, a.Settle
 		late[i] = !a.Settle && !o.Release && (o.Status == mailtype.StatusSent || o.Status == mailtype.StatusFailed)
 		if o.Ambiguous {
@@ -226,7 +214,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 	}
 	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr,
-		release, amb, late, settle)
+		release, amb, late, settle, class)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -298,76 +286,6 @@ func tooLate(outcome Feedback, cancelEventID string) Feedback {
 	f.Type, f.SourceEventID = mailtype.EmailCancelTooLate, cancelEventID
 	f.ErrorClass, f.ErrorReason, f.Error = "", "", ""
 	return f
-}
-
-// batchTx collects the outbox rows insertFeedback writes, so that the
-// feedback events of many outcomes are written by one statement (one
-// executor run, one firing of the statement trigger) instead of one each.
-// A statement it does not recognise is queued and run as it is.
-type batchTx struct {
-	pgx.Tx
-	rows  [][]any
-	other pgx.Batch
-}
-
-func (b *batchTx) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if sql == insertOutboxSQL && len(args) == 8 {
-		b.rows = append(b.rows, args)
-	} else {
-		b.other.Queue(sql, args...)
-	}
-	return pgconn.CommandTag{}, nil
-}
-
-const insertOutboxManySQL = `
-INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::jsonb[], $8::timestamptz[])`
-
-// flush writes what was collected, in the transaction.
-func (b *batchTx) flush(ctx context.Context) error {
-	if len(b.rows) > 0 {
-		cols, ok := outboxColumns(b.rows)
-		if !ok {
-			for _, r := range b.rows {
-				b.other.Queue(insertOutboxSQL, r...)
-			}
-		} else if _, err := b.Tx.Exec(ctx, insertOutboxManySQL, cols...); err != nil {
-			return err
-		}
-	}
-	if b.other.Len() == 0 {
-		return nil
-	}
-	return b.Tx.SendBatch(ctx, &b.other).Close()
-}
-
-// outboxColumns turns the argument rows of insertOutboxSQL into column
-// arrays; false when an argument has an unexpected type.
-func outboxColumns(rows [][]any) ([]any, bool) {
-	n := len(rows)
-	ids := make([]string, n)
-	text := [5][]string{make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)}
-	payloads := make([]string, n)
-	created := make([]time.Time, n)
-	for i, r := range rows {
-		id, ok := r[0].(fmt.Stringer)
-		if !ok {
-			return nil, false
-		}
-		ids[i] = id.String()
-		for c := range 5 {
-			if text[c][i], ok = r[c+1].(string); !ok {
-				return nil, false
-			}
-		}
-		if payloads[i], ok = r[6].(string); !ok {
-			return nil, false
-		}
-		if created[i], ok = r[7].(time.Time); !ok {
-			return nil, false
-		}
-	}
-	return []any{ids, text[0], text[1], text[2], text[3], text[4], payloads, created}, true
 }
 
 // lastError is the last_error text: "reason: message", or "" for success.

@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"context"
@@ -6,23 +6,26 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
-// InsertOutboxForTest writes one outbox row per feedback through
-// insertFeedback, all in one transaction, as the consumer and the sender
+// InsertOutbox writes one outbox row per feedback through the store's own
+// outbox write, all in one transaction, as the consumer and the sender
 // do. It exists for the relay's tests and benchmarks; production code
 // writes outbox rows only together with the state change they report.
-func (s *Store) InsertOutboxForTest(ctx context.Context, fs ...Feedback) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func InsertOutbox(ctx context.Context, st *store.Store, fs ...store.Feedback) error {
+	err := pgx.BeginFunc(ctx, testhook.Pool(st), func(tx pgx.Tx) error {
 		for _, f := range fs {
-			if err := s.insertFeedback(ctx, tx, f); err != nil {
+			if err := testhook.InsertFeedback(ctx, st, tx, f); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("insert outbox rows: %w", interpretError(err))
+		return fmt.Errorf("insert outbox rows: %w", err)
 	}
 	return nil
 }
@@ -40,15 +43,14 @@ type OutboxState struct {
 	DeadAt      *time.Time
 }
 
-// OutboxForTest returns every outbox row, oldest first, for assertions in
-// the relay's tests.
-func (s *Store) OutboxForTest(ctx context.Context) ([]OutboxState, error) {
-	rows, err := s.pool.Query(ctx, `
+// Outbox returns every outbox row of st, oldest first.
+func Outbox(ctx context.Context, st *store.Store) ([]OutboxState, error) {
+	rows, err := testhook.Pool(st).Query(ctx, `
 SELECT id, event_id::text, coalesce(order_id, ''), routing_key, event_type, attempts,
        coalesce(last_error, ''), published_at, dead_at
 FROM outbox ORDER BY id`)
 	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", interpretError(err))
+		return nil, fmt.Errorf("read outbox: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxState, error) {
 		var o OutboxState
@@ -56,7 +58,7 @@ FROM outbox ORDER BY id`)
 		return o, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read outbox: %w", interpretError(err))
+		return nil, fmt.Errorf("read outbox: %w", err)
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package store
+package storetest
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
-// TestMail is a pending mail row for tests and benchmarks of the sender,
+// Mail is a pending mail row for tests and benchmarks of the sender,
 // which must not depend on the consumer's insert path. Zero fields get
-// defaults (see InsertPendingForTest).
-type TestMail struct {
+// defaults (see InsertPending).
+type Mail struct {
 	DedupeKey    string
 	OrderID      string
 	Template     string
@@ -41,12 +43,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', CO
     $13, $14, $15, $16)
 RETURNING id`
 
-// InsertPendingForTest inserts one `pending` mail row and returns its id.
+// InsertPending inserts one `pending` mail row into st and returns its id.
 // Defaults: OrderID "1", DedupeKey "order-confirmed:"+OrderID, Template
 // "order_confirmed", Locale "vi", ToEmail "customer@example.com", a
 // Vietnamese subject and bodies, MessageID derived from the dedupe key.
-// For tests only: production rows are written by the consumer.
-func (s *Store) InsertPendingForTest(ctx context.Context, m TestMail) (int64, error) {
+// Production rows are written by the consumer.
+func InsertPending(ctx context.Context, st *store.Store, m Mail) (int64, error) {
 	m = m.withDefaults()
 	payload, err := json.Marshal(map[string]any{"customer_name": m.CustomerName, "order_id": m.OrderID})
 	if err != nil {
@@ -57,16 +59,16 @@ func (s *Store) InsertPendingForTest(ctx context.Context, m TestMail) (int64, er
 		sendAfter = &m.SendAfter
 	}
 	var id int64
-	err = s.pool.QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
+	err = testhook.Pool(st).QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
 		m.ToEmail, string(payload), m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter,
 		m.From, m.ToName, m.ReplyTo, m.IdempotencyKey).Scan(&id)
 	if err != nil {
-		return 0, fmt.Errorf("insert test mail %s: %w", m.DedupeKey, interpretError(err))
+		return 0, fmt.Errorf("insert test mail %s: %w", m.DedupeKey, err)
 	}
 	return id, nil
 }
 
-func (m TestMail) withDefaults() TestMail {
+func (m Mail) withDefaults() Mail {
 	if m.OrderID == "" {
 		m.OrderID = "1"
 	}
@@ -112,15 +114,15 @@ SELECT gen_random_uuid(), $1 || g, g::text, 'order_confirmed', 'vi', 'customer' 
     CASE WHEN $2 = 'sent' THEN now() END, now()
 FROM generate_series(1, $3::int) g`
 
-// SeedForTest inserts n rows with status pending or sent in one statement,
-// keyed keyPrefix+1 .. keyPrefix+n, for benchmarks that need many rows
-// (a million sent rows beside the work queue). For tests only.
-func (s *Store) SeedForTest(ctx context.Context, keyPrefix string, status mailtype.Status, n int) error {
+// Seed inserts n rows into st with status pending or sent in one
+// statement, keyed keyPrefix+1 .. keyPrefix+n, for benchmarks that need
+// many rows (a million sent rows beside the work queue).
+func Seed(ctx context.Context, st *store.Store, keyPrefix string, status mailtype.Status, n int) error {
 	if status != mailtype.StatusPending && status != mailtype.StatusSent {
 		return fmt.Errorf("seed mails: status %s not supported", status)
 	}
-	if _, err := s.pool.Exec(ctx, seedPendingSQL, keyPrefix, string(status), n); err != nil {
-		return fmt.Errorf("seed %d %s mails: %w", n, status, interpretError(err))
+	if _, err := testhook.Pool(st).Exec(ctx, seedPendingSQL, keyPrefix, string(status), n); err != nil {
+		return fmt.Errorf("seed %d %s mails: %w", n, status, err)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
-package store
+package storetest
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
 // RawMail is one row of the consumer benchmark's raw baseline.
@@ -17,17 +20,17 @@ SELECT e, k, '', 'raw', 'pending', p::jsonb
 FROM unnest($1::uuid[], $2::text[], $3::text[]) AS u(e, k, p)
 ON CONFLICT DO NOTHING`
 
-// InsertRawForBench inserts rows with one multi-row INSERT ... ON CONFLICT
-// DO NOTHING (one autocommit statement): the raw baseline the consumer's
+// InsertRaw inserts rows with one multi-row INSERT ... ON CONFLICT DO
+// NOTHING (one autocommit statement): the raw baseline the consumer's
 // benchmark compares Ingest with (consume, insert, ack, no validation, no
-// rendering). It exists for that benchmark only.
-func (s *Store) InsertRawForBench(ctx context.Context, rows []RawMail) error {
+// rendering).
+func InsertRaw(ctx context.Context, st *store.Store, rows []RawMail) error {
 	ids, keys, payloads := make([]string, len(rows)), make([]string, len(rows)), make([]string, len(rows))
 	for i, r := range rows {
 		ids[i], keys[i], payloads[i] = r.EventID, r.DedupeKey, string(r.Payload)
 	}
-	if _, err := s.pool.Exec(ctx, insertRawSQL, ids, keys, payloads); err != nil {
-		return fmt.Errorf("insert raw mails: %w", interpretError(err))
+	if _, err := testhook.Pool(st).Exec(ctx, insertRawSQL, ids, keys, payloads); err != nil {
+		return fmt.Errorf("insert raw mails: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,120 @@
+package operator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Field is one line of a mail's report: its name and its text.
+type Field struct {
+	Name, Value string
+}
+
+// MailReport is what `mailsvc mail show` prints for m, one field per line
+// in this order, fields with nothing to say left out: the status and its
+// verdict (see Verdict, judged at now), identity, content, counters,
+// provider, last error, times, and one line per feedback event with its
+// publication state. now is the current time (time.Now in the CLI).
+func MailReport(m store.MailView, now time.Time) []Field {
+	var out []Field
+	add := func(name, value string) {
+		if value != "" {
+			out = append(out, Field{name, value})
+		}
+	}
+	add("dedupe_key", m.DedupeKey)
+	add("status", string(m.Status))
+	add("verdict", Verdict(m, now))
+	add("order_id", m.OrderID)
+	add("revision", fmt.Sprint(m.Revision))
+	add("template", m.Template+" ("+m.Locale+")")
+	add("to", m.ToEmail)
+	add("subject", m.Subject)
+	add("event_id", m.EventID)
+	add("cancel_event_id", m.CancelEventID)
+	add("message_id", m.MessageID)
+	add("attempts", fmt.Sprintf("%d sends started (as the feedback events count them), %d claims", m.Sends, m.Attempts))
+	add("provider", strings.TrimSpace(m.Provider+" "+m.ProviderMessageID))
+	add("last_error", m.LastError)
+	add("created_at", Stamp(&m.CreatedAt))
+	add("first_attempt_at", Stamp(m.FirstAttemptAt))
+	add("updated_at", Stamp(&m.UpdatedAt))
+	add("sent_at", Stamp(m.SentAt))
+	if len(m.Feedback) == 0 {
+		add("feedback", "none written")
+	}
+	for _, f := range m.Feedback {
+		add("feedback", fmt.Sprintf("%s %s written %s, %s", f.EventType, f.EventID, Stamp(&f.CreatedAt), PublishState(f)))
+	}
+	return out
+}
+
+// Verdict answers "did the customer get it, and if not why" in one line,
+// from the mail's status (docs/design.md, "State machine"), judged at now
+// (a pending mail is due or waits for its backoff). It names the command
+// that acts on the mail where there is one (resend, reconcile).
+func Verdict(m store.MailView, now time.Time) string {
+	switch m.Status {
+	case mailtype.StatusSent:
+		if m.CancelEventID != "" && m.Template != mailtype.TemplateCancelNotice {
+			return "accepted by the provider at " + Stamp(m.SentAt) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
+		}
+		return "accepted by the provider at " + Stamp(m.SentAt)
+	case mailtype.StatusPending:
+		if m.SendAfter.After(now) {
+			return fmt.Sprintf("not sent yet: next attempt after %s (%d sends so far)", Stamp(&m.SendAfter), m.Sends)
+		}
+		return fmt.Sprintf("not sent yet: due now, waiting for a sender (%d sends so far)", m.Sends)
+	case mailtype.StatusSending:
+		return "being sent now by " + m.LockedBy + ", lease until " + Stamp(m.LockedUntil)
+	case mailtype.StatusFailed:
+		return "not sent: failed for good (see last_error); `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
+	case mailtype.StatusCancelled:
+		if m.EventID == "" {
+			return "not sent: the order was cancelled before its confirmation arrived (tombstone)"
+		}
+		if LastSendUnknown(m) {
+			return "cancelled, but the outcome of the last send is unknown (it ended without an answer): " +
+				"the mail may have been delivered; check the provider for message_id"
+		}
+		return "not sent: the order was cancelled"
+	case mailtype.StatusUnknown:
+		return "may or may not have been delivered (ambiguous send); check the provider, then `mailsvc mail reconcile " + m.DedupeKey + " --delivered|--not-delivered`"
+	}
+	return ""
+}
+
+// LastSendUnknown reports whether the last attempt of m ended without a
+// known outcome, so the provider may have the mail: a claim was taken and
+// the class of its last error (last_error_class, migration 00080) is
+// ambiguous — its lease expired mid-send (lease_expired) or the provider's
+// answer was lost.
+func LastSendUnknown(m store.MailView) bool {
+	return m.Attempts > 0 && m.LastErrorClass == mailtype.Ambiguous
+}
+
+// PublishState says whether the relay published the feedback event f: when,
+// or how many attempts failed and why, or that it gave up (dead).
+func PublishState(f store.FeedbackView) string {
+	switch {
+	case f.PublishedAt != nil:
+		return "published " + Stamp(f.PublishedAt)
+	case f.DeadAt != nil:
+		return fmt.Sprintf("DEAD after %d attempts: %s", f.Attempts, f.LastError)
+	case f.Attempts > 0:
+		return fmt.Sprintf("not published yet (%d attempts: %s)", f.Attempts, f.LastError)
+	}
+	return "not published yet"
+}
+
+// Stamp formats t as RFC 3339 in UTC, "" for nil or the zero time.
+func Stamp(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,50 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
+)
+
+// ExplainClaim returns the plan (EXPLAIN, text format, not executed) of
+// the claim statement of st for p, one line per plan line, so tests can
+// check that the claim is an index scan of rows with work left.
+func ExplainClaim(ctx context.Context, st *store.Store, p store.ClaimParams) (string, error) {
+	rows, err := testhook.Pool(st).Query(ctx, "EXPLAIN "+testhook.ClaimSQL, p.Limit, p.Lease, p.Worker)
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain claim: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// ClaimRollback runs the claim statement of st for p inside a transaction
+// that it rolls back, and returns how many rows the claim took. It
+// measures the claim's cost without draining the queue (benchmarks).
+func ClaimRollback(ctx context.Context, st *store.Store, p store.ClaimParams) (int, error) {
+	tx, err := testhook.Pool(st).Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	tag, err := tx.Exec(ctx, testhook.ClaimSQL, p.Limit, p.Lease, p.Worker)
+	if err != nil {
+		return 0, fmt.Errorf("claim mails: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Analyze runs ANALYZE on the mail table of st, as autovacuum would after
+// a bulk load, so that plans in tests see real statistics.
+func Analyze(ctx context.Context, st *store.Store) error {
+	_, err := testhook.Pool(st).Exec(ctx, "ANALYZE mail")
+	return err
+}
