@@ -114,7 +114,7 @@ func (l *loop) ingest(ctx context.Context, items []store.IngestItem) ([]store.In
 		if refusals >= writeRefusalsBeforeRelease && l.release() {
 			return nil, errWritesRefused
 		}
-		l.c.retries.Add(1)
+		l.c.metrics.IngestRetries.Inc()
 		if attempt == 1 || attempt%10 == 0 {
 			l.logRetry(err, attempt, len(items))
 		}

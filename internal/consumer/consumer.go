@@ -29,7 +29,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,11 +92,6 @@ type Consumer struct {
 
 	// refusal tracks a database that refuses writes (refusal.go).
 	refusal refusal
-
-	// Counters tests watch (export_test.go): failed attempts to record a
-	// batch, sessions that started consuming, redelivered deliveries,
-	// releases of the deliveries held because writes were refused.
-	retries, sessions, redelivered, releases atomic.Int64
 }
 
 // New validates cfg (after WithDefaults) and builds a Consumer; it does not
@@ -229,7 +223,7 @@ func (c *Consumer) beginConsuming(ch *broker.Channel) bool {
 		return false
 	}
 	c.ch = ch
-	c.sessions.Add(1)
+	c.metrics.Sessions.Inc()
 	return true
 }
 

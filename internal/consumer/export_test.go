@@ -1,20 +1,24 @@
 package consumer
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
 
 // RetriesForTest is the number of failed attempts to record a batch.
-func (c *Consumer) RetriesForTest() int64 { return c.retries.Load() }
+func (c *Consumer) RetriesForTest() int64 { return int64(testutil.ToFloat64(c.metrics.IngestRetries)) }
 
 // SessionsForTest is the number of sessions that started consuming.
-func (c *Consumer) SessionsForTest() int64 { return c.sessions.Load() }
+func (c *Consumer) SessionsForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Sessions)) }
 
 // RedeliveredForTest is the number of deliveries that arrived flagged
 // redelivered.
-func (c *Consumer) RedeliveredForTest() int64 { return c.redelivered.Load() }
+func (c *Consumer) RedeliveredForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Redelivered)) }
 
 // ReleasesForTest is the number of times the deliveries held were given
 // back because the database refused writes.
-func (c *Consumer) ReleasesForTest() int64 { return c.releases.Load() }
+func (c *Consumer) ReleasesForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Releases)) }
 
 // CloseChannelForTest closes the consuming channel under the running
 // session, as the broker does on a consumer acknowledgement timeout.

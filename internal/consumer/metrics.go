@@ -21,6 +21,17 @@ type Metrics struct {
 	DeadLettered *prometheus.CounterVec
 	// Duration is the time from a delivery's arrival to its ack, in seconds.
 	Duration prometheus.Histogram
+	// Sessions counts AMQP sessions that started consuming: 1 after the
+	// start, one more per reconnect.
+	Sessions prometheus.Counter
+	// IngestRetries counts failed attempts to record a batch of events
+	// (database unreachable or refusing), each held and retried.
+	IngestRetries prometheus.Counter
+	// Redelivered counts deliveries the broker flagged redelivered.
+	Redelivered prometheus.Counter
+	// Releases counts the times the deliveries held were given back to the
+	// broker because the database refused writes.
+	Releases prometheus.Counter
 }
 
 // NewMetrics registers the consumer metrics on reg. It panics if they are
@@ -40,6 +51,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a delivery's arrival to its acknowledgement.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
+		Sessions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_consumer_sessions_total",
+			Help: "AMQP sessions of the consumer that started consuming (one per start or reconnect).",
+		}),
+		IngestRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_ingest_retries_total",
+			Help: "Failed attempts to record a batch of input events; the batch is held and retried.",
+		}),
+		Redelivered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_events_redelivered_total",
+			Help: "Input deliveries the broker flagged redelivered.",
+		}),
+		Releases: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_consumer_releases_total",
+			Help: "Times the held deliveries were given back to the broker because the database refused writes.",
+		}),
 	}
 	for _, t := range []string{string(mailtype.OrderConfirmed), string(mailtype.OrderCancelled), eventTypeOther} {
 		for _, o := range mailtype.Outcomes {
@@ -49,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range mailtype.DeadLetterReasons {
 		m.DeadLettered.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration)
+	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration, m.Sessions, m.IngestRetries, m.Redelivered, m.Releases)
 	return m
 }
 

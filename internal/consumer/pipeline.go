@@ -129,7 +129,7 @@ func (l *loop) decide(batch []broker.Delivery) *flight {
 			for i := w; i < len(batch); i += workers {
 				r := batch[i]
 				if r.Redelivered {
-					l.c.redelivered.Add(1)
+					l.c.metrics.Redelivered.Inc()
 				}
 				f.decisions[i] = l.c.decider.Decide(Message{Body: r.Body, MessageID: r.MessageID})
 			}

@@ -76,7 +76,7 @@ func (c *Consumer) consume(ctx context.Context, conn *broker.Conn, healthy func(
 	err = l.run(ctx)
 	switch {
 	case errors.Is(err, errWritesRefused):
-		c.releases.Add(1)
+		c.metrics.Releases.Inc()
 		c.log.Warn("the database refuses writes; deliveries given back, not consuming until it accepts them",
 			"error", c.refusal.status())
 	case err != nil && conn.IsClosed():
