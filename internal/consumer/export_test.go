@@ -14,7 +14,9 @@ func (c *Consumer) SessionsForTest() int64 { return int64(testutil.ToFloat64(c.m
 
 // RedeliveredForTest is the number of deliveries that arrived flagged
 // redelivered.
-func (c *Consumer) RedeliveredForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Redelivered)) }
+func (c *Consumer) RedeliveredForTest() int64 {
+	return int64(testutil.ToFloat64(c.metrics.Redelivered))
+}
 
 // ReleasesForTest is the number of times the deliveries held were given
 // back because the database refused writes.
