@@ -222,3 +222,17 @@ func (m Message) publishing(key string, v any) amqp.Publishing {
 		MessageId: m.MessageID, Type: m.Type, Timestamp: m.Timestamp, Body: m.Body,
 	}
 }
+
+// PublishHint wraps a publish error with what an operator can do about
+// it: a returned message means no queue is bound for its routing key, a
+// channel the broker closed usually means the exchange does not exist.
+// Other errors come back as they are.
+func PublishHint(err error) error {
+	switch {
+	case errors.Is(err, ErrReturned):
+		return fmt.Errorf("%w: no queue is bound for that routing key (is the topology declared? `mailsvc serve` declares it)", err)
+	case errors.Is(err, ErrChannelClosed):
+		return fmt.Errorf("%w: does the exchange exist? (`mailsvc serve` declares it)", err)
+	}
+	return err
+}

@@ -204,19 +204,8 @@ func publishAll(ctx context.Context, pub *broker.Publisher, msgs []broker.Messag
 	defer cancel()
 	for i, err := range pub.PublishBatch(pctx, msgs) {
 		if err != nil {
-			return fmt.Errorf("publish %s with key %s to %s: %w", msgs[i].MessageID, msgs[i].RoutingKey, msgs[i].Exchange, publishHint(err))
+			return fmt.Errorf("publish %s with key %s to %s: %w", msgs[i].MessageID, msgs[i].RoutingKey, msgs[i].Exchange, broker.PublishHint(err))
 		}
 	}
 	return nil
-}
-
-// publishHint adds what an operator can do about a publish error.
-func publishHint(err error) error {
-	switch {
-	case errors.Is(err, broker.ErrReturned):
-		return fmt.Errorf("%w: no queue is bound for that routing key (is the topology declared? `mailsvc serve` declares it)", err)
-	case errors.Is(err, broker.ErrChannelClosed):
-		return fmt.Errorf("%w: does the exchange exist? (`mailsvc serve` declares it)", err)
-	}
-	return err
 }

@@ -187,7 +187,7 @@ func (r *Replayer) one(ctx context.Context, got *broker.Got) error {
 	defer cancel()
 	if err := r.pub.Publish(pctx, m); err != nil {
 		_ = got.Requeue()
-		return &BrokerError{Err: fmt.Errorf("republish %s to %s: %w; it stays in the dead-letter queue", item, r.o.Exchange, publishHint(err))}
+		return &BrokerError{Err: fmt.Errorf("republish %s to %s: %w; it stays in the dead-letter queue", item, r.o.Exchange, broker.PublishHint(err))}
 	}
 	if err := got.Ack(); err != nil {
 		// Published but still in the DLQ: a later replay repeats it, and the
@@ -197,15 +197,4 @@ func (r *Replayer) one(ctx context.Context, got *broker.Got) error {
 	r.res.Replayed++
 	r.o.Report(Handled{Action: Replayed, Item: item})
 	return nil
-}
-
-// publishHint adds what an operator can do about a publish error.
-func publishHint(err error) error {
-	switch {
-	case errors.Is(err, broker.ErrReturned):
-		return fmt.Errorf("%w: no queue is bound for that routing key (is the topology declared? `mailsvc serve` declares it)", err)
-	case errors.Is(err, broker.ErrChannelClosed):
-		return fmt.Errorf("%w: does the exchange exist? (`mailsvc serve` declares it)", err)
-	}
-	return err
 }
