@@ -93,9 +93,13 @@ func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
 	if sum.stuck != 0 || sum.deadLettered != 0 || sum.rows != len(plan.kind) {
 		broken = append(broken, fmt.Sprintf("stuck=%d dead-lettered=%d rows=%d/%d", sum.stuck, sum.deadLettered, sum.rows, len(plan.kind)))
 	}
+	sort.Strings(broken)
+	// The broken invariants come first: CI keeps the head of a long output.
+	if len(broken) > 0 {
+		t.Logf("broken invariants (%d):\n  %s", len(broken), strings.Join(broken, "\n  "))
+	}
 	t.Log(r.summary(&sum))
 	t.Logf("chaos log:\n%s", strings.Join(r.log, "\n"))
-	sort.Strings(broken)
 	require.Empty(t, broken, "broken invariants")
 }
 
