@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +216,81 @@ func TestResendRefusesACancelledOrder(t *testing.T) {
 	require.NoError(t, err, "revision 2 was not cancelled")
 	require.EqualValues(t, 2, b.count(t, `SELECT revision FROM mail WHERE dedupe_key = $1`, key))
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE dedupe_key LIKE 'order-confirmed:_:resend:%'`))
+}
+
+// A claim that never started its send, on a mail whose earlier send was
+// ambiguous, may still not end cancelled or failed when it is released:
+// the earlier send may have delivered the mail. A cancel requested while
+// the claim waited (the release by the worker, or by the janitor once the
+// lease expired) ends it unknown (EmailUnknown, EmailCancelTooLate and
+// the notice), exactly like a cancel of the pending mail would have; a
+// mail found stale ends unknown too, never failed. Without an earlier
+// ambiguous send the same releases end cancelled and failed.
+func TestReleaseAfterAnAmbiguousSend(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		ambiguous int
+		cancel    bool
+		outcome   store.Outcome
+		settle    bool
+		status    mailtype.Status
+		events    []string
+		reason    string
+	}{
+		{"worker releases a cancelled claim", 1, true, store.Outcome{Status: mailtype.StatusPending,
+			IfCancelRequested: mailtype.StatusCancelled, Release: true}, false, mailtype.StatusUnknown,
+			[]string{"EmailUnknown order-confirmed:K", "EmailCancelTooLate order-confirmed:K"}, "cancelled_after_ambiguous"},
+		{"janitor releases a cancelled expired claim", 1, true, store.Outcome{Status: mailtype.StatusPending,
+			IfCancelRequested: mailtype.StatusCancelled, Release: true}, true, mailtype.StatusUnknown,
+			[]string{"EmailUnknown order-confirmed:K", "EmailCancelTooLate order-confirmed:K"}, "cancelled_after_ambiguous"},
+		{"stale after an ambiguous send", 1, false, store.Outcome{Status: mailtype.StatusFailed,
+			IfCancelRequested: mailtype.StatusCancelled, Release: true, ErrorClass: mailtype.Permanent,
+			ErrorReason: mailtype.ReasonStale, Error: "too old"}, false, mailtype.StatusUnknown,
+			[]string{"EmailUnknown order-confirmed:K"}, "stale"},
+		{"cancelled claim, no ambiguous send", 0, true, store.Outcome{Status: mailtype.StatusPending,
+			IfCancelRequested: mailtype.StatusCancelled, Release: true}, false, mailtype.StatusCancelled,
+			[]string{"EmailCancelled order-confirmed:K"}, ""},
+		{"stale, no ambiguous send", 0, false, store.Outcome{Status: mailtype.StatusFailed,
+			IfCancelRequested: mailtype.StatusCancelled, Release: true, ErrorClass: mailtype.Permanent,
+			ErrorReason: mailtype.ReasonStale, Error: "too old"}, false, mailtype.StatusFailed,
+			[]string{"EmailFailed order-confirmed:K"}, "stale"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupContract(t)
+			const order = "K"
+			b.ingest(t, confirm(order))
+			lease := "now() + interval '1 minute'"
+			if tc.settle {
+				lease = "now() - interval '1 second'"
+			}
+			b.sc.Exec(t, fmt.Sprintf(`UPDATE mail SET status = 'sending', attempts = 2, sends = 1, ambiguous = %d,
+				locked_until = %s, locked_by = 'w' WHERE order_id = $1`, tc.ambiguous, lease), order)
+			if tc.cancel {
+				require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf(order)), "the cancel is only requested")
+			}
+			id := b.count(t, `SELECT id FROM mail WHERE order_id = $1`, order)
+			res, err := b.st.FinishAttempts(b.ctx, []store.Attempt{{Fence: store.Fence{ID: id, Token: 2}, Outcome: tc.outcome, Settle: tc.settle}})
+			require.NoError(t, err)
+			require.NoError(t, res[0].Err)
+			require.Equal(t, tc.status, res[0].Status)
+			require.Equal(t, tc.events[0][:strings.IndexByte(tc.events[0], ' ')], string(res[0].Event))
+			notice := int64(0)
+			if len(tc.events) == 2 {
+				notice = 1
+			}
+			require.Equal(t, tc.events, b.events(t, order)[:len(tc.events)])
+			require.Equal(t, notice, b.count(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-cancelled:K'`))
+			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE order_id = $1 AND template = 'order_confirmed'
+				AND status = $2 AND sends = 1 AND ambiguous = $3 AND send_started_at IS NULL`, order, string(tc.status), tc.ambiguous))
+			require.Equal(t, map[string]string{tc.events[0][:strings.IndexByte(tc.events[0], ' ')]: tc.reason},
+				b.sc.QueryMap(t, `SELECT event_type, coalesce(payload->'data'->>'error_reason', '') FROM outbox
+					WHERE event_type <> 'EmailCancelTooLate' AND dedupe_key = 'order-confirmed:K'`))
+			for typ, payload := range b.sc.QueryMap(t, `SELECT event_type, payload::text FROM outbox`) {
+				require.Empty(t, api.ValidateFeedback(typ, []byte(payload)), "%s %s", typ, payload)
+			}
+		})
+	}
 }

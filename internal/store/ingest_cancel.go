@@ -78,6 +78,10 @@ const cancelRequested mailtype.Outcome = "requested"
 // (so `mail resend` refuses the order) and nothing is published.
 const cancelNoted mailtype.Outcome = "noted"
 
+// cancelledAmbiguousError is the error of the EmailUnknown of a mail
+// whose retry of an ambiguous send a cancel stopped.
+const cancelledAmbiguousError = "cancelled while waiting to retry an ambiguous send; the mail may have been delivered"
+
 // maxCancelRaces bounds how often one cancel re-runs after racing a
 // concurrent insert of its confirmation key; each race needs a new
 // confirmation committing in the same instant, so 3 is plenty.
@@ -132,7 +136,7 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		if r.kind == stoppedAmbiguous {
 			u := f
 			u.Type, u.ErrorClass, u.ErrorReason = mailtype.EmailUnknown, mailtype.Ambiguous, mailtype.ReasonCancelledAmbiguous
-			u.Error = "cancelled while waiting to retry an ambiguous send; the mail may have been delivered"
+			u.Error = cancelledAmbiguousError
 			if err := s.insertFeedback(ctx, tx, u); err != nil {
 				return IngestResult{}, err
 			}

@@ -63,9 +63,14 @@ type Finished struct {
 // i of the arrays is the outcome of the attempt fenced by ($1[i], $2[i]); $3 is the
 // status when cancel_requested is set, $4 otherwise, $5 the retry delay in
 // milliseconds, $8 and $13 last_error and its class (a release without an
-// error keeps both). The CASE is evaluated on the row version the UPDATE locks,
-// so a cancel committed during the send is seen. `m.id = ANY($1)` keeps it
-// an index scan of the primary key.
+// error keeps both). The next status (x.next) is computed from prior, the
+// row version locked before the write, so a cancel committed during the
+// send is seen; nobody can change the row between that lock and the
+// write. A release (a claim that never handed the mail over) of a mail
+// whose earlier send was ambiguous never ends cancelled or failed: that
+// send may have delivered it, so it ends unknown (docs/contract.md, the
+// outcome table), and the last column reports it. `m.id = ANY($1)` keeps
+// it an index scan of the primary key.
 //
 // The fence is the token: status 'sending' with the same attempts, or, for
 // a late write (the provider's own answer, sent or failed, recorded after
@@ -82,14 +87,12 @@ type Finished struct {
 // primary-key order, so two concurrent writes cannot deadlock.
 const finishManySQL = `
 WITH prior AS (
-    SELECT id, status, cancel_requested FROM mail WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE
+    SELECT id, status, cancel_requested, ambiguous FROM mail WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE
 )
 UPDATE mail m SET
-    status = CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END,
-    send_after = CASE WHEN (CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END) = 'pending'
-        THEN now() + o.retry_ms * interval '1 millisecond' ELSE m.send_after END,
-    sent_at = CASE WHEN (CASE WHEN m.cancel_requested THEN o.if_cancel ELSE o.status END) = 'sent'
-        THEN now() ELSE m.sent_at END,
+    status = x.next,
+    send_after = CASE WHEN x.next = 'pending' THEN now() + o.retry_ms * interval '1 millisecond' ELSE m.send_after END,
+    sent_at = CASE WHEN x.next = 'sent' THEN now() ELSE m.sent_at END,
     locked_until = NULL,
     locked_by = NULL,
     provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
@@ -102,13 +105,17 @@ UPDATE mail m SET
     updated_at = now()
 FROM unnest($1::bigint[], $2::int[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[],
             $9::bool[], $10::int[], $11::bool[], $12::bool[], $13::text[])
-    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle, class),
-    prior
-WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND prior.id = m.id AND m.attempts = o.token
+    AS o(id, token, if_cancel, status, retry_ms, provider, pmid, last_error, release, amb, late, settle, class)
+    JOIN prior ON prior.id = o.id
+    CROSS JOIN LATERAL (SELECT CASE WHEN prior.cancel_requested THEN o.if_cancel ELSE o.status END AS asked) AS a
+    CROSS JOIN LATERAL (SELECT CASE WHEN o.release AND prior.ambiguous > 0 AND a.asked IN ('cancelled', 'failed')
+        THEN 'unknown' ELSE a.asked END AS next) AS x
+WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.attempts = o.token
   AND (m.status = 'sending' OR (o.late AND m.status IN ('pending', 'unknown')))
   AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
 RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
-    m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, '')`
+    m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, ''),
+    o.release AND x.next = 'unknown'`
 
 // Attempt is one attempt's outcome to record with FinishAttempts.
 type Attempt struct {
@@ -244,6 +251,9 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
 			fb.Detail = o.Detail
 		}
+		if r.releasedUnknown {
+			fb.ErrorClass, fb.ErrorReason, fb.Error = releasedUnknown(o, r.cancelRequested)
+		}
 		fbs = append(fbs, fb)
 		if r.cancelRequested && (r.status == mailtype.StatusSent || r.status == mailtype.StatusUnknown) {
 			fbs = append(fbs, tooLate(fb, r.cancelEventID))
@@ -261,6 +271,9 @@ type finishedRow struct {
 	// cancelRequested: the row was sending with a cancel requested.
 	cancelRequested bool
 	cancelEventID   string
+	// releasedUnknown: a release ended unknown because an earlier send of
+	// the mail was ambiguous (see finishManySQL).
+	releasedUnknown bool
 }
 
 func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
@@ -270,12 +283,25 @@ func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
 		var f Fence
 		var r finishedRow
 		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template,
-			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID); err != nil {
+			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID, &r.releasedUnknown); err != nil {
 			return nil, err
 		}
 		got[f] = r
 	}
 	return got, rows.Err()
+}
+
+// releasedUnknown is the error of the EmailUnknown of a release that
+// ended unknown (an earlier send was ambiguous): the release's own reason
+// when it has one (stale), else the cancel that stopped the retry.
+func releasedUnknown(o Outcome, cancelled bool) (mailtype.Class, mailtype.Reason, string) {
+	switch {
+	case o.ErrorReason != "":
+		return mailtype.Ambiguous, o.ErrorReason, o.Error + "; an earlier send may have delivered the mail"
+	case cancelled:
+		return mailtype.Ambiguous, mailtype.ReasonCancelledAmbiguous, cancelledAmbiguousError
+	}
+	return mailtype.Ambiguous, mailtype.ReasonOther, "an earlier send may have delivered the mail"
 }
 
 // tooLate is the EmailCancelTooLate that follows the outcome event of a
