@@ -42,6 +42,11 @@ func KeysOf(section string) Keys {
 		Key: section + ".tls_key_file", ServerName: section + ".tls_server_name"}
 }
 
+// DatabaseKeys name the libpq TLS parameters of database.url in messages
+// (pgx reads those files itself, from the URL).
+var DatabaseKeys = Keys{CA: "database.url (sslrootcert)", Cert: "database.url (sslcert)",
+	Key: "database.url (sslkey)", ServerName: "database.url (host)"}
+
 // Source names the files of one TLS client. Empty fields are unset.
 type Source struct {
 	Keys Keys
