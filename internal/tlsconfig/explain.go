@@ -59,7 +59,7 @@ func hint(err error, k Keys) string {
 	msg := err.Error()
 	switch {
 	case errors.As(err, &unknown):
-		return fmt.Sprintf("the server's certificate is not signed by a CA of %s (the system roots when it is unset)", k.CA)
+		return fmt.Sprintf("the server's certificate is not signed by a CA of %s, or of the system roots when that is unset", k.CA)
 	case errors.As(err, &host):
 		return fmt.Sprintf("the server's certificate is not valid for %q: set %s to a name it is valid for, or fix the server's certificate", host.Host, k.ServerName)
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
