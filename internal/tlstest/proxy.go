@@ -128,12 +128,11 @@ func (p *Terminator) handle(raw net.Conn) {
 }
 
 // pipe copies both ways until either side ends, counting the bytes that
-// went from client to upstream, then closes both.
+// went from client to upstream as each write completes, then closes both.
 func pipe(up, client net.Conn, counted *atomic.Int64) {
 	done := make(chan struct{}, 2)
 	go func() {
-		n, _ := io.Copy(up, client)
-		counted.Add(n)
+		_, _ = io.Copy(&counter{w: up, n: counted}, client)
 		done <- struct{}{}
 	}()
 	go func() {
@@ -144,6 +143,18 @@ func pipe(up, client net.Conn, counted *atomic.Int64) {
 	_ = up.Close()
 	_ = client.Close()
 	<-done
+}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n *atomic.Int64
+}
+
+func (c *counter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n.Add(int64(n))
+	return n, err
 }
 
 func (p *Terminator) track(c net.Conn) bool {
