@@ -105,3 +105,32 @@ func TestConfigCheckReportsCertificates(t *testing.T) {
 	require.Equal(t, 2, ExitCode(err))
 	require.ErrorContains(t, err, "amqp.tls_key_file: "+o.ca+" holds no PEM private key")
 }
+
+// mailsvc migrate runs over database.url's TLS parameters (verify-full, a
+// private CA, a client certificate) against a PostgreSQL that accepts
+// nothing else; with the wrong sslrootcert it exits 5 naming it.
+func TestMigrateOverPostgresTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "Corp DB CA")
+	pg := tlstest.StartPostgres(t, tlstest.PostgresOptions{Server: ca.Server(t, "localhost"), ClientCA: ca, User: "mailsvc"})
+	crt, key := ca.Client(t, "mailsvc").WriteFiles(t, dir, "client")
+	caFile := ca.WriteFile(t, dir, "ca.pem")
+	dbURL := func(root string) string {
+		return fmt.Sprintf("postgres://mailsvc@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s&sslcert=%s&sslkey=%s",
+			pg.Port, root, crt, key)
+	}
+	n := &brokertest.Names{InputExchange: "i", Queue: "q", DeadLetterExchange: "d", DeadLetterQueue: "dq", EventsExchange: "e"}
+	cfg := writeOpsConfig(t, dbURL(caFile), brokertest.URL(), n, "")
+	out, err := runCLI(t, cfg, "migrate")
+	require.NoError(t, err)
+	require.Contains(t, out, "applied")
+	out, err = runCLI(t, cfg, "migrate", "status")
+	require.NoError(t, err)
+	require.NotContains(t, out, "pending")
+
+	stranger := tlstest.NewCA(t, "Stranger CA").WriteFile(t, dir, "stranger.pem")
+	_, err = runCLI(t, writeOpsConfig(t, dbURL(stranger), brokertest.URL(), n, ""), "migrate", "status")
+	require.Equal(t, ExitUnavailable, ExitCode(err))
+	require.ErrorContains(t, err, "not signed by a CA of database.url (sslrootcert)")
+}
