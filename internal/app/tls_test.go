@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
@@ -106,4 +108,35 @@ func TestSMTPCertificateFailureNamesTheKey(t *testing.T) {
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail`))
 	require.Zero(t, in.smtp.MailCommands())
 	require.Zero(t, in.smtp.Count())
+}
+
+// serve logs each certificate it read at start, as a warning when it
+// expires within 30 days, never the key; secretsOf keeps the database
+// key's passphrase out of error texts.
+func TestStartLogsCertificatesAndHidesTheKeyPassphrase(t *testing.T) {
+	t.Parallel()
+	in := newPrivateInfra(t)
+	env := map[string]string{"MAILSVC_MAIL_FROM": "Shop <orders@shop.example>",
+		"MAILSVC_DATABASE_URL": "postgres://u@h/db?sslmode=verify-full&sslpassword=Pass-Phrase-9"}
+	for k, v := range in.env {
+		if strings.HasPrefix(k, "MAILSVC_SMTP_") {
+			env[k] = v
+		}
+	}
+	cfg, err := config.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	require.NoError(t, err)
+	logs := &syncBuffer{}
+	logCertificates(cfg, slog.New(slog.NewJSONHandler(logs, nil)), time.Now())
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	require.Len(t, lines, 2, "the CA and the client certificate")
+	require.Contains(t, lines[0], `"level":"WARN","msg":"tls certificate expires soon: renew it","key":"smtp.tls_ca_file"`)
+	require.Contains(t, lines[1], `"key":"smtp.tls_cert_file"`)
+	require.Contains(t, lines[1], `"subject":"CN=mailsvc"`)
+	require.NotContains(t, logs.String(), strings.Split(string(in.keyPEM), "\n")[1])
+
+	logs = &syncBuffer{}
+	logCertificates(cfg, slog.New(slog.NewJSONHandler(logs, nil)), time.Now().Add(-60*24*time.Hour))
+	require.Contains(t, logs.String(), `"level":"INFO","msg":"tls certificate"`)
+	require.Contains(t, secretsOf(cfg), "Pass-Phrase-9")
+	require.NotContains(t, cfg.Database.URL.String(), "Pass-Phrase-9")
 }

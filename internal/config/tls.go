@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
@@ -85,9 +86,9 @@ func (c *Config) validateTLS(bad func(string, string, ...any)) {
 				bad(k, "is set but amqp.url is amqp:// (plaintext): use amqps://, or remove the key")
 			}
 		}
-		for p, key := range amqpURLTLSParams {
+		for _, p := range slices.Sorted(maps.Keys(amqpURLTLSParams)) {
 			if u.Query().Has(p) {
-				bad("amqp.url", "parameter %s is not used: set %s instead", p, key)
+				bad("amqp.url", "parameter %s is not used: set %s instead", p, amqpURLTLSParams[p])
 			}
 		}
 	}

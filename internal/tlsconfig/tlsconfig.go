@@ -19,6 +19,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -111,7 +112,7 @@ func Client(s Source, now time.Time) (*tls.Config, []Cert, error) {
 		}
 		certs = append(certs, cs...)
 	}
-	if n := s.ServerName; n != "" && (strings.ContainsAny(n, " /:@") || strings.TrimSpace(n) != n) {
+	if n := s.ServerName; n != "" && net.ParseIP(n) == nil && strings.ContainsAny(n, " \t/:@") {
 		errs = append(errs, fmt.Errorf("%s: %q is not a host name (no port, no scheme)", s.Keys.ServerName, n))
 	}
 	if len(errs) > 0 {
