@@ -54,6 +54,7 @@ type named struct {
 // stop on ctx, the component's error after a failure. It refuses to start
 // when the schema is behind (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	logCertificates(cfg, log, time.Now())
 	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
 	if err != nil {
 		return err
@@ -73,6 +74,24 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 		return err
 	}
 	return run(ctx, log, parts)
+}
+
+// certificateWarning is how long before its expiry a certificate the
+// config reads is logged as a warning at start.
+const certificateWarning = 30 * 24 * time.Hour
+
+// logCertificates logs each certificate the config read at Load (key,
+// file, subject, expiry; never a key), as a warning when it expires within
+// certificateWarning or has expired.
+func logCertificates(cfg *config.Config, log *slog.Logger, now time.Time) {
+	for _, c := range cfg.Certificates() {
+		lvl, msg := slog.LevelInfo, "tls certificate"
+		if c.NotAfter.Sub(now) < certificateWarning {
+			lvl, msg = slog.LevelWarn, "tls certificate expires soon: renew it"
+		}
+		log.Log(context.Background(), lvl, msg, "key", c.Key, "file", c.File, "subject", c.Subject,
+			"not_after", c.NotAfter.UTC().Format(time.RFC3339))
+	}
 }
 
 // open loads the templates and connects the store (with the cancellation

@@ -22,13 +22,13 @@ import (
 // TestDocumentedDefaultsAreEffective holds the documented defaults of the
 // file equal to what the components run with.
 
-// ConsumerConfig is the consumer's part of cfg: the amqp.* keys of the
-// input topology and mail.*. IdempotencyNamespace is the key's raw value;
+// ConsumerConfig is the consumer's part of cfg: amqp.url and amqp.tls_*,
+// the amqp.* keys of the input topology, and mail.*. IdempotencyNamespace is the key's raw value;
 // serve replaces it with the resolved one (store.IdempotencyNamespace).
 func ConsumerConfig(cfg *config.Config) consumer.Config {
 	a := cfg.AMQP
 	return consumer.Config{
-		URL: a.URL.Reveal(), ConnectionName: "mailsvc-consumer",
+		URL: a.URL.Reveal(), TLS: cfg.AMQPTLS(), ConnectionName: "mailsvc-consumer",
 		InputExchange: a.InputExchange, Queue: a.Queue, BindingKeys: a.BindingKeys,
 		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
 		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
@@ -57,12 +57,15 @@ func senderConfig(c *config.Config) sender.Config {
 }
 
 // secretsOf lists the configured credentials that must never appear in an
-// error text: the SMTP password, the Resend API key and the database
-// password.
+// error text: the SMTP password, the Resend API key, the database
+// password and the passphrase of its sslkey (sslpassword).
 func secretsOf(c *config.Config) []string {
 	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal()}
 	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
 		if pw, ok := u.User.Password(); ok {
+			out = append(out, pw)
+		}
+		if pw := u.Query().Get("sslpassword"); pw != "" {
 			out = append(out, pw)
 		}
 	}
@@ -78,16 +81,24 @@ func janitorConfig(c *config.Config) sender.JanitorConfig {
 		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
+// BrokerConfig is the part of cfg every AMQP connection shares (the
+// relay's, and those of the operator commands emit and dlq replay; the
+// consumer's is ConsumerConfig): amqp.url, amqp.tls_* (read at Load) and
+// the reconnect backoff, under connection name name.
+func BrokerConfig(c *config.Config, name string) broker.Config {
+	return broker.Config{
+		URL: c.AMQP.URL.Reveal(), TLS: c.AMQPTLS(), Name: name,
+		Backoff: c.AMQP.ReconnectBackoff, BackoffMax: c.AMQP.ReconnectBackoffMax,
+	}
+}
+
 // relayConfig is the relay's part of cfg: relay.* keys,
 // amqp.events_exchange, amqp.events_queue and amqp.declare_topology, the
 // broker reconnect backoff, and retention.window for published rows.
 // Fields without a config key keep the relay's defaults.
 func relayConfig(c *config.Config) relay.Config {
 	return relay.Config{
-		AMQP: broker.Config{
-			URL: c.AMQP.URL.Reveal(), Name: "mailsvc-relay",
-			Backoff: c.AMQP.ReconnectBackoff, BackoffMax: c.AMQP.ReconnectBackoffMax,
-		},
+		AMQP:            BrokerConfig(c, "mailsvc-relay"),
 		Exchange:        c.AMQP.EventsExchange,
 		DeclareExchange: c.AMQP.DeclareTopology,
 		EventsQueue:     c.AMQP.EventsQueue,
@@ -103,12 +114,13 @@ func relayConfig(c *config.Config) relay.Config {
 	}
 }
 
-// smtpConfig is the SMTP provider's part of cfg: smtp.*, and
-// sender.send_timeout as the bound of each SMTP command.
+// smtpConfig is the SMTP provider's part of cfg: smtp.* (smtp.tls_* as
+// the TLS configuration read at Load), and sender.send_timeout as the
+// bound of each SMTP command.
 func smtpConfig(c *config.Config) smtp.Config {
 	return smtp.Config{
 		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTP.Password,
-		TLS: c.SMTP.TLS, IdempotencyHeader: c.SMTP.IdempotencyHeader, PhaseTimeout: c.Sender.SendTimeout,
+		TLS: c.SMTP.TLS, TLSConfig: c.SMTPTLS(), IdempotencyHeader: c.SMTP.IdempotencyHeader, PhaseTimeout: c.Sender.SendTimeout,
 	}
 }
 

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,17 +15,37 @@ type Conn struct {
 }
 
 // Dial opens one connection, with a heartbeat of 10 s and the configured
-// dial timeout. The error names the URL without its password.
+// dial timeout, which also bounds the TLS handshake. An amqps:// URL
+// speaks TLS 1.2 or newer with Config.TLS (tls.go). The error names the
+// URL without its password; a certificate failure carries a hint naming
+// the amqp.tls_* key to fix (tlsconfig.Explain).
 func Dial(c Config) (*Conn, error) {
 	c = c.withDefaults()
-	conn, err := amqp.DialConfig(c.URL, amqp.Config{
+	uri, err := amqp.ParseURI(c.URL)
+	if err != nil {
+		// The parser's error may quote the URL, password included.
+		return nil, errors.New("dial broker: the URL is not a valid amqp:// or amqps:// URL")
+	}
+	cfg := amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Locale:     "en_US",
 		Dial:       amqp.DefaultDial(c.DialTimeout),
 		Properties: amqp.Table{"connection_name": c.Name},
-	})
+	}
+	target := c.URL
+	var t *tlsDialer
+	switch {
+	case uri.Scheme == "amqps":
+		if target, t, err = newTLSDialer(c, uri.Host); err != nil {
+			return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), err)
+		}
+		cfg.Dial = t.dial
+	case c.TLS != nil:
+		return nil, fmt.Errorf("dial broker %s: a TLS configuration is set but the URL is amqp:// (plaintext): use amqps://", redactURL(c.URL))
+	}
+	conn, err := amqp.DialConfig(target, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), err)
+		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), t.explain(err))
 	}
 	return &Conn{c: conn}, nil
 }

@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"sync/atomic"
@@ -20,6 +21,12 @@ import (
 type Config struct {
 	// URL is an amqp:// or amqps:// URL.
 	URL string
+	// TLS is the client TLS configuration of an amqps:// URL (the
+	// amqp.tls_* files, read by tlsconfig.Client); nil means the system
+	// roots. An empty ServerName means the URL's host; a MinVersion below
+	// TLS 1.2 is raised to it. Set with an amqp:// URL, Dial refuses it:
+	// the connection would be plaintext.
+	TLS *tls.Config
 	// Name is the connection_name shown in the RabbitMQ management UI.
 	Name string
 	// Backoff and BackoffMax bound the delay between reconnect attempts;

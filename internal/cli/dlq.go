@@ -55,9 +55,9 @@ waits for the next run instead of looping.`,
 }
 
 func replayDLQ(ctx context.Context, out io.Writer, cfg *config.Config, o replayOptions) error {
-	conn, err := broker.Dial(broker.Config{URL: cfg.AMQP.URL.Reveal(), Name: "mailsvc-dlq-replay", DialTimeout: connectTimeout})
+	conn, err := broker.Dial(operatorBroker(cfg, "mailsvc-dlq-replay"))
 	if err != nil {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url, or start RabbitMQ)", err)}
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url and amqp.tls_*, or start RabbitMQ)", err)}
 	}
 	defer conn.Close()
 	r, err := deadletter.NewReplayer(conn, deadletter.ReplayOptions{

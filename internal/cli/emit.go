@@ -161,9 +161,9 @@ func sampleMessages(cfg *config.Config, o emitOptions, from, to int) ([]broker.M
 }
 
 func emit(ctx context.Context, out io.Writer, cfg *config.Config, o emitOptions) error {
-	conn, err := broker.Dial(broker.Config{URL: cfg.AMQP.URL.Reveal(), Name: "mailsvc-emit", DialTimeout: connectTimeout})
+	conn, err := broker.Dial(operatorBroker(cfg, "mailsvc-emit"))
 	if err != nil {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url, or start RabbitMQ)", err)}
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url and amqp.tls_*, or start RabbitMQ)", err)}
 	}
 	defer conn.Close()
 	pub, err := broker.NewPublisher(conn)

@@ -12,6 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mailsvc/mailsvc/internal/app"
+	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/operator"
@@ -32,6 +34,15 @@ const (
 
 // connectTimeout bounds connecting to a server from an operator command.
 const connectTimeout = 15 * time.Second
+
+// operatorBroker is the broker connection of an operator command (emit,
+// dlq replay): the daemon's amqp.url and amqp.tls_* (app.BrokerConfig),
+// dialled within connectTimeout.
+func operatorBroker(cfg *config.Config, name string) broker.Config {
+	c := app.BrokerConfig(cfg, name)
+	c.DialTimeout = connectTimeout
+	return c
+}
 
 func newMailCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, resend, reconcile"}

@@ -21,6 +21,9 @@ type Config struct {
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
 	Templates Templates `mapstructure:"templates" yaml:"templates"`
 	Log       Log       `mapstructure:"log" yaml:"log"`
+
+	// tls holds what Load read from the tls_* files (tls.go).
+	tls loadedTLS
 }
 
 // Database configures the PostgreSQL connection.
@@ -28,7 +31,9 @@ type Database struct {
 	// URL is a pgx connection string. Direct, or through a pooler in
 	// session or transaction mode (the relay leads by a lease row, not by
 	// session state); behind transaction pooling add
-	// default_query_exec_mode=exec to it, and run migrate directly.
+	// default_query_exec_mode=exec to it, and run migrate directly. TLS is
+	// set with libpq's parameters in it: sslmode=verify-full, sslrootcert,
+	// sslcert, sslkey (tls.go checks them at start).
 	URL URL `mapstructure:"url" yaml:"url"`
 	// MaxConns is the pool size; 0 means pgx's default (max(4, CPUs)).
 	MaxConns int32 `mapstructure:"max_conns" yaml:"max_conns"`
@@ -37,7 +42,17 @@ type Database struct {
 // AMQP configures RabbitMQ: input topology, dead-lettering and the events
 // exchange.
 type AMQP struct {
-	URL                URL      `mapstructure:"url" yaml:"url"`
+	// URL is an amqp:// or amqps:// URL; amqps:// uses the TLS* files.
+	URL URL `mapstructure:"url" yaml:"url"`
+	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName configure TLS
+	// for an amqps:// URL, on every connection (consumer, relay, emit,
+	// dlq replay): a PEM CA bundle instead of the system roots, a client
+	// certificate and its key, and the name the broker's certificate must
+	// carry instead of the URL's host. "" means unset.
+	TLSCAFile          string   `mapstructure:"tls_ca_file" yaml:"tls_ca_file"`
+	TLSCertFile        string   `mapstructure:"tls_cert_file" yaml:"tls_cert_file"`
+	TLSKeyFile         string   `mapstructure:"tls_key_file" yaml:"tls_key_file"`
+	TLSServerName      string   `mapstructure:"tls_server_name" yaml:"tls_server_name"`
 	InputExchange      string   `mapstructure:"input_exchange" yaml:"input_exchange"`
 	Queue              string   `mapstructure:"queue" yaml:"queue"`
 	BindingKeys        []string `mapstructure:"binding_keys" yaml:"binding_keys"`
@@ -117,6 +132,14 @@ type SMTP struct {
 	PasswordFile string `mapstructure:"password_file" yaml:"password_file"`
 	// TLS is "starttls" (required), "implicit", "opportunistic" or "none".
 	TLS string `mapstructure:"tls" yaml:"tls"`
+	// TLSCAFile, TLSCertFile, TLSKeyFile and TLSServerName configure the
+	// TLS of starttls and implicit: a PEM CA bundle instead of the system
+	// roots, a client certificate and its key, and the name the server's
+	// certificate must carry instead of Host. "" means unset.
+	TLSCAFile     string `mapstructure:"tls_ca_file" yaml:"tls_ca_file"`
+	TLSCertFile   string `mapstructure:"tls_cert_file" yaml:"tls_cert_file"`
+	TLSKeyFile    string `mapstructure:"tls_key_file" yaml:"tls_key_file"`
+	TLSServerName string `mapstructure:"tls_server_name" yaml:"tls_server_name"`
 	// IdempotencyHeader, when set, is a mail header carrying the
 	// idempotency key, for relays that honour one (Resend's SMTP relay reads
 	// Resend-Idempotency-Key, EmailEngine X-EE-Idempotency-Key).

@@ -154,6 +154,8 @@ func TestURLHidesEveryFormOfPassword(t *testing.T) {
 		"host=127.0.0.1 port=1 user=u password=S3cretPW dbname=db",
 		"host=h password = 'S3cret PW with \\' quote' dbname=db",
 		"postgres://u@h/db?password=S3cretPW&sslmode=disable",
+		"postgres://u@h/db?sslmode=verify-full&sslkey=/k.pem&sslpassword=S3cretPW",
+		"host=h sslmode=verify-full sslpassword=S3cretPW",
 		"amqp://guest:S3cretPW@h:5672/",
 	} {
 		got := config.URL(raw).String()

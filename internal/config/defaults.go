@@ -14,6 +14,10 @@ var defaults = map[string]any{
 	"database.max_conns": 0,
 
 	"amqp.url":                   "amqp://guest:guest@127.0.0.1:5672/",
+	"amqp.tls_ca_file":           "",
+	"amqp.tls_cert_file":         "",
+	"amqp.tls_key_file":          "",
+	"amqp.tls_server_name":       "",
 	"amqp.input_exchange":        "order.events",
 	"amqp.queue":                 "mail.order-events",
 	"amqp.binding_keys":          []string{"order.confirmed", "order.cancelled"},
@@ -50,6 +54,10 @@ var defaults = map[string]any{
 	"smtp.password":           "",
 	"smtp.password_file":      "",
 	"smtp.tls":                "starttls",
+	"smtp.tls_ca_file":        "",
+	"smtp.tls_cert_file":      "",
+	"smtp.tls_key_file":       "",
+	"smtp.tls_server_name":    "",
 	"smtp.idempotency_header": "",
 
 	"resend.api_key":      "",

@@ -34,9 +34,10 @@ func Keys() []string {
 
 // Load builds the configuration from defaults, the YAML file at path (none
 // when path is ""), and the environment as seen through lookupEnv (pass
-// os.LookupEnv). It then reads secret files and validates. The error names
-// every offending key; a file that cannot be read or holds an unknown key
-// is an error.
+// os.LookupEnv). It then reads secret files, validates, and reads the TLS
+// files (certificates and keys of smtp.tls_*, amqp.tls_* and the ssl*
+// parameters of database.url; tls.go). The error names every offending
+// key; a file that cannot be read or holds an unknown key is an error.
 func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	v := viper.New()
 	for k, d := range defaults {
@@ -60,7 +61,7 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if err := c.readSecretFiles(); err != nil {
 		return nil, err
 	}
-	if err := c.Validate(); err != nil {
+	if err := errors.Join(c.Validate(), c.loadTLS(time.Now())); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -19,8 +19,10 @@ type Secret = mailtype.Secret
 // URL is a connection string that may carry a password: a URL
 // (postgres://u:pw@h/db, amqp://...) or a libpq key=value string
 // ("host=h password=pw"). String, LogValue and MarshalText show it with
-// the password replaced by "xxxxx" (net/url.URL.Redacted for a URL); an
-// unparsable one prints as "<redacted>".
+// the password replaced by "xxxxx" (net/url.URL.Redacted for a URL), and
+// so is libpq's sslpassword (the passphrase of an encrypted sslkey); other
+// parameters (sslmode, sslrootcert, sslcert, sslkey: paths, not secrets)
+// show as they are. An unparsable one prints as "<redacted>".
 type URL string
 
 // Reveal returns the URL with its password.
@@ -37,8 +39,12 @@ func (u URL) String() string {
 		return redacted
 	}
 	q := p.Query()
-	if q.Has("password") {
-		q.Set("password", "xxxxx")
+	if q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		p.RawQuery = q.Encode()
 	}
 	return p.Redacted()

@@ -20,6 +20,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 	}
 	c.validateConnections(bad)
+	c.validateTLS(bad)
 	c.validateSender(bad)
 	c.validateDurations(bad)
 	if c.Mail.From == "" {

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"time"
@@ -13,6 +14,9 @@ import (
 type Config struct {
 	// URL is the broker's amqp:// or amqps:// URL.
 	URL string
+	// TLS is the client TLS configuration of an amqps:// URL
+	// (broker.Config.TLS; amqp.tls_*); nil means the system roots.
+	TLS *tls.Config
 	// ConnectionName is shown in the RabbitMQ management UI; "" means
 	// "mailsvc-consumer".
 	ConnectionName string

@@ -156,7 +156,7 @@ func (c *Consumer) run(stop, abort context.Context) error {
 		}
 	})
 	defer closeConn()
-	bcfg := broker.Config{URL: c.cfg.URL, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff, BackoffMax: c.cfg.ReconnectBackoffMax}
+	bcfg := broker.Config{URL: c.cfg.URL, TLS: c.cfg.TLS, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff, BackoffMax: c.cfg.ReconnectBackoffMax}
 	go c.watchStop(runCtx)
 	_ = broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session) // returns nil once runCtx is done
 	return nil

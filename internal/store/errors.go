@@ -60,10 +60,10 @@ func interpretError(err error) error {
 		case "40": // serialization failure, deadlock
 			return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
 		}
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, &RefusedError{SQLState: pgErr.Code, Err: err})
+		return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, &RefusedError{SQLState: pgErr.Code, Err: explainTLS(err)})
 	}
 	// Anything else from the driver (a network error, a closed pool, an
-	// unexpected EOF) is an unavailable database: retrying is safe, losing
-	// is not.
-	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, err)
+	// unexpected EOF, a failed TLS handshake: explained) is an unavailable
+	// database: retrying is safe, losing is not.
+	return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, explainTLS(err))
 }

@@ -8,6 +8,7 @@ import (
 	gomail "github.com/wneessen/go-mail"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
 // classifySend classifies a failed transaction from go-mail's typed
@@ -64,15 +65,25 @@ func noReplyReason(ctx context.Context) mailtype.Reason {
 	return mailtype.ReasonConnect
 }
 
+// tlsKeys are the config keys a certificate failure points to.
+var tlsKeys = tlsconfig.KeysOf("smtp")
+
 // dialError classifies a failure while connecting (connect, TLS, greeting,
 // EHLO, STARTTLS, AUTH). Nothing of a mail was sent yet, so it is always
 // transient, whatever the reply code (a 421 or 554 greeting, a 535 AUTH):
 // the mail is retried with backoff until attempts run out. A refusal's
 // reply code and enhanced status code are kept as the error's detail: they
-// are what an EmailFailed reports once the attempts ran out.
+// are what an EmailFailed reports once the attempts ran out. A certificate
+// failure, in whichever phase it surfaces (under TLS 1.3 a server's refusal
+// of the client certificate arrives with the greeting or the EHLO after
+// STARTTLS), is reason tls with a hint naming the smtp.tls_* key to fix
+// (tlsconfig.Explain): a configuration failure, which no retry cures.
 func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) *mailtype.Error {
+	var explained *tlsconfig.Explained
 	if ctx.Err() != nil {
 		reason = mailtype.ReasonTimeout
+	} else if err = tlsconfig.Explain(err, tlsKeys); errors.As(err, &explained) {
+		reason = mailtype.ReasonTLS
 	}
 	e := mailtype.NewError(mailtype.Transient, reason, fmt.Errorf("%s: %w", phase, err))
 	e.Detail = replyDetail(err)

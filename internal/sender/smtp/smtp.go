@@ -20,6 +20,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
 // TLS modes (smtp.tls).
@@ -48,7 +49,9 @@ type Config struct {
 	// TLS is one of the TLS* modes; "" means starttls.
 	TLS string
 	// TLSConfig, when set, replaces the default client TLS configuration
-	// (server name = Host, TLS 1.2 or newer); tests use it for their CA.
+	// (the system roots, server name = Host): the smtp.tls_* files, read
+	// by tlsconfig.Client. An empty ServerName means Host; a MinVersion
+	// below TLS 1.2 is raised to it.
 	TLSConfig *tls.Config
 	// IdempotencyHeader, when set, names a mail header that carries the
 	// idempotency key, for relays that honour one (Resend-Idempotency-Key,
@@ -88,12 +91,13 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.HELO == "" {
 		cfg.HELO, _ = os.Hostname()
 	}
-	tc := &tls.Config{ServerName: cfg.Host, MinVersion: tls.VersionTLS12}
+	tc := &tls.Config{ServerName: cfg.Host, MinVersion: tlsconfig.MinVersion}
 	if cfg.TLSConfig != nil {
 		tc = cfg.TLSConfig.Clone()
 		if tc.ServerName == "" {
 			tc.ServerName = cfg.Host
 		}
+		tc.MinVersion = max(tc.MinVersion, tlsconfig.MinVersion)
 	}
 	// The go-mail client only runs transactions on connections this
 	// package dials and secures itself (see dial); its own dialing is unused.

@@ -2,7 +2,8 @@
 // github.com/emersion/go-smtp: scripted replies per phase (a 451 at DATA,
 // a 550 5.1.1 at RCPT, a reply without an enhanced status code,
 // a 421 greeting, a connection dropped at RCPT, a DATA that is taken but
-// never answered, or answered late), optional STARTTLS or implicit TLS with a throw-away CA,
+// never answered, or answered late), optional STARTTLS or implicit TLS with a throw-away CA
+// or a given configuration (a private CA, a client-certificate requirement),
 // optional AUTH PLAIN, a server that does not advertise 8BITMIME, and a
 // discarding mode for benchmarks and end-to-end tests. It records what it
 // took, so tests count deliveries exactly.
@@ -111,6 +112,11 @@ type Options struct {
 	STARTTLS bool
 	// ImplicitTLS speaks TLS from the first byte.
 	ImplicitTLS bool
+	// TLSConfig, when set, is the server's TLS configuration for STARTTLS
+	// or ImplicitTLS instead of the throw-away self-signed certificate: a
+	// private CA's server certificate, and a client-certificate requirement
+	// (tlstest.ServerConfig). ClientTLSConfig is nil then.
+	TLSConfig *tls.Config
 	// No8BITMIME removes 8BITMIME from the EHLO reply (plaintext only).
 	No8BITMIME bool
 	// Discard counts messages without keeping them (benchmarks).
@@ -134,6 +140,9 @@ type Message struct {
 	Data []byte
 	// TLS reports whether the session was encrypted.
 	TLS bool
+	// ClientCert is the subject CN of the certificate the client presented,
+	// "" when none.
+	ClientCert string
 	// At is when the server took the message.
 	At time.Time
 	// ReplyLost is "drop" or "hang" when the server took the message and
@@ -171,7 +180,9 @@ func New(t testing.TB, o Options) *Server {
 	s.srv.Domain = "localhost"
 	s.srv.AllowInsecureAuth = true
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
-	if o.STARTTLS || o.ImplicitTLS {
+	if (o.STARTTLS || o.ImplicitTLS) && o.TLSConfig != nil {
+		s.srv.TLSConfig = o.TLSConfig
+	} else if o.STARTTLS || o.ImplicitTLS {
 		srvTLS, cliTLS, err := selfSigned()
 		if err != nil {
 			t.Fatalf("smtptest: certificate: %v", err)
@@ -427,8 +438,11 @@ func (se *session) Data(r io.Reader) error {
 	} else if _, err := io.Copy(&buf, r); err != nil {
 		return err
 	}
-	_, isTLS := se.c.TLSConnectionState()
+	st, isTLS := se.c.TLSConnectionState()
 	m := Message{From: se.from, To: append([]string(nil), se.to...), Data: buf.Bytes(), TLS: isTLS}
+	if len(st.PeerCertificates) > 0 {
+		m.ClientCert = st.PeerCertificates[0].Subject.CommonName
+	}
 	m.At = time.Now()
 	if se.loseReply() {
 		m.ReplyLost = "hang"
