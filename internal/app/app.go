@@ -76,6 +76,16 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	return run(ctx, log, parts)
 }
 
+// UnavailableError is what Serve returns when the database cannot be
+// reached at start (refused, unreachable, a TLS refusal): the command line
+// exits 5 for it, as for every command that cannot reach a server.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
 // certificateWarning is how long before its expiry a certificate the
 // config reads is logged as a warning at start.
 const certificateWarning = 30 * 24 * time.Hour
@@ -109,7 +119,7 @@ func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns in
 		opts.Notices = w.notices
 	}
 	if w.store, err = store.Open(ctx, opts); err != nil {
-		return nil, fmt.Errorf("connect to database %s: %w", cfg.Database.URL, err)
+		return nil, &UnavailableError{Err: fmt.Errorf("connect to database %s: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}
 	}
 	return w, nil
 }

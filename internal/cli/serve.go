@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mailsvc/mailsvc/internal/app"
@@ -16,7 +18,11 @@ func newServeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return app.Serve(e.ctx, cfg, e.logger(cfg))
+			err = app.Serve(e.ctx, cfg, e.logger(cfg))
+			if ue := (*app.UnavailableError)(nil); errors.As(err, &ue) {
+				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			return err
 		},
 	}
 }

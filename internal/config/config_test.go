@@ -156,6 +156,8 @@ func TestURLHidesEveryFormOfPassword(t *testing.T) {
 		"postgres://u@h/db?password=S3cretPW&sslmode=disable",
 		"postgres://u@h/db?sslmode=verify-full&sslkey=/k.pem&sslpassword=S3cretPW",
 		"host=h sslmode=verify-full sslpassword=S3cretPW",
+		"host=h password=Pg\\ S3cretRest dbname=db",
+		"host=h sslpassword=Key\\ S3cretHalf sslmode=verify-full",
 		"amqp://guest:S3cretPW@h:5672/",
 	} {
 		got := config.URL(raw).String()

@@ -50,7 +50,10 @@ func (u URL) String() string {
 	return p.Redacted()
 }
 
-var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S*)`)
+// keyValuePassword matches password= and sslpassword= of the key=value
+// form with its value: quoted, or bare up to an unescaped space (a
+// backslash escapes the next character in both, as libpq reads them).
+var keyValuePassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:\\.|[^\s\\])*)`)
 
 // LogValue keeps the password out of slog output.
 func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }

@@ -160,8 +160,12 @@ func databaseCerts(dsn string, now time.Time) ([]tlsconfig.Cert, error) {
 	case cert == "" || key == "":
 		errs = append(errs, fmt.Errorf("database.url: sslcert and sslkey go together (a client certificate and its key)"))
 	case params["sslpassword"] != "":
-		_, cs, err := tlsconfig.ReadCerts(k.Cert, cert)
+		leaves, cs, err := tlsconfig.ReadCerts(k.Cert, cert)
 		certs, errs = append(certs, cs...), append(errs, err)
+		if err == nil && now.After(leaves[0].NotAfter) {
+			errs = append(errs, fmt.Errorf("%s: %s expired at %s: the server will refuse it", k.Cert, cert,
+				leaves[0].NotAfter.UTC().Format(time.RFC3339)))
+		}
 		if _, err := os.ReadFile(key); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", k.Key, err))
 		}
@@ -178,14 +182,7 @@ func databaseCerts(dsn string, now time.Time) ([]tlsconfig.Cert, error) {
 func pgParams(dsn string) (map[string]string, error) {
 	out := map[string]string{}
 	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			return nil, errors.New("is not a valid URL")
-		}
-		for k, v := range u.Query() {
-			out[k] = v[len(v)-1]
-		}
-		return out, nil
+		return pgURLParams(dsn)
 	}
 	s := strings.TrimSpace(dsn)
 	for s != "" {
@@ -200,6 +197,42 @@ func pgParams(dsn string) (map[string]string, error) {
 			return nil, fmt.Errorf("%s: %v", key, err)
 		}
 		out[key], s = val, strings.TrimLeft(rest, " \t\n")
+	}
+	return out, nil
+}
+
+// pgURLParams returns the query parameters of a postgres:// URL as libpq
+// and pgx read them, refusing what the two parsers could read differently
+// from net/url, so that what is checked here is what the driver uses: a
+// literal '#' (net/url ends the URL there, pgx reads on), a parameter
+// given twice (the driver takes the last), and pgx's `ssl` alias (ssl=true
+// is sslmode=require: no host check). Values are percent-decoded as libpq
+// does, '+' staying a '+'.
+func pgURLParams(dsn string) (map[string]string, error) {
+	if strings.Contains(dsn, "#") {
+		return nil, errors.New("contains a '#': write it percent-encoded (%23); the driver and this check would read the URL differently")
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, errors.New("is not a valid URL")
+	}
+	out := map[string]string{}
+	for _, kv := range strings.Split(u.RawQuery, "&") {
+		if kv == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		key, err1 := url.PathUnescape(k)
+		val, err2 := url.PathUnescape(v)
+		switch _, seen := out[key]; {
+		case err1 != nil || err2 != nil:
+			return nil, fmt.Errorf("parameter %q is not valid percent-encoding", k)
+		case seen:
+			return nil, fmt.Errorf("parameter %s is given twice: give it once", key)
+		case key == "ssl":
+			return nil, errors.New("parameter ssl is the driver's alias for sslmode=require, which does not check the host: write sslmode=verify-full instead")
+		}
+		out[key] = val
 	}
 	return out, nil
 }

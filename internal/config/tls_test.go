@@ -128,7 +128,20 @@ func TestDatabaseTLSParametersThatNeedNoFile(t *testing.T) {
 		_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": u})))
 		require.NoError(t, err, u)
 	}
-	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h password='unterminated"})))
+	for u, want := range map[string]string{
+		// net/url stops at '#'; the driver reads on, and the last sslmode wins.
+		"postgres://u@h/db?sslmode=verify-full&sslrootcert=/ca.pem&application_name=x#eu&sslmode=disable": "contains a '#'",
+		"postgres://u@h/db?sslmode=verify-full&sslmode=disable":                                           "parameter sslmode is given twice",
+		"postgres://u@h/db?sslmode=verify-full&ssl=true":                                                  "parameter ssl is the driver's alias for sslmode=require",
+		"postgres://u@h/db?sslmode=verify-full&sslrootcert=%zz":                                           `parameter "sslrootcert" is not valid percent-encoding`,
+	} {
+		_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": u})))
+		require.ErrorContains(t, err, "database.url: "+want, u)
+	}
+	// A '+' in a path is a '+' for the driver: the file checked is the one it reads.
+	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "postgres://u@h/db?sslmode=verify-full&sslrootcert=/no/ca+corp.pem"})))
+	require.ErrorContains(t, err, "/no/ca+corp.pem")
+	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h password='unterminated"})))
 	require.ErrorContains(t, err, "database.url: password: unterminated quoted value")
 	require.NotContains(t, err.Error(), "unterminated'")
 }
