@@ -44,6 +44,7 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("first_attempt_at", Stamp(m.FirstAttemptAt))
 	add("updated_at", Stamp(&m.UpdatedAt))
 	add("sent_at", Stamp(m.SentAt))
+	add("delivered_at", Stamp(m.DeliveredAt))
 	if len(m.Feedback) == 0 {
 		add("feedback", "none written")
 	}
