@@ -54,6 +54,25 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	return out
 }
 
+// afterSent is what the provider reported about a sent mail later (its
+// webhooks): delivered (delivered_at), or bounced or complained about (the
+// feedback events written), "" when it reported nothing.
+func afterSent(m store.MailView) string {
+	out := ""
+	if m.DeliveredAt != nil {
+		out += "; delivered to the recipient's server at " + Stamp(m.DeliveredAt)
+	}
+	for _, f := range m.Feedback {
+		switch f.EventType {
+		case mailtype.EmailBounced:
+			out += "; then bounced for good (EmailBounced): the address is suppressed"
+		case mailtype.EmailComplained:
+			out += "; then marked as spam (EmailComplained): the address is suppressed"
+		}
+	}
+	return out
+}
+
 // Verdict answers "did the customer get it, and if not why" in one line,
 // from the mail's status (docs/design.md, "State machine"), judged at now
 // (a pending mail is due or waits for its backoff). It names the command
@@ -62,9 +81,9 @@ func Verdict(m store.MailView, now time.Time) string {
 	switch m.Status {
 	case mailtype.StatusSent:
 		if m.CancelEventID != "" && m.Template != mailtype.TemplateCancelNotice {
-			return "accepted by the provider at " + Stamp(m.SentAt) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
+			return "accepted by the provider at " + Stamp(m.SentAt) + afterSent(m) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
 		}
-		return "accepted by the provider at " + Stamp(m.SentAt)
+		return "accepted by the provider at " + Stamp(m.SentAt) + afterSent(m)
 	case mailtype.StatusPending:
 		if m.SendAfter.After(now) {
 			return fmt.Sprintf("not sent yet: next attempt after %s (%d sends so far)", Stamp(&m.SendAfter), m.Sends)
@@ -73,6 +92,10 @@ func Verdict(m store.MailView, now time.Time) string {
 	case mailtype.StatusSending:
 		return "being sent now by " + m.LockedBy + ", lease until " + Stamp(m.LockedUntil)
 	case mailtype.StatusFailed:
+		if strings.HasPrefix(m.LastError, string(mailtype.ReasonSuppressed)+": ") {
+			return "not sent: its recipient is on the suppression list (`mailsvc suppression list`); once removed " +
+				"(`mailsvc suppression remove ADDRESS`), `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
+		}
 		return "not sent: failed for good (see last_error); `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
 	case mailtype.StatusCancelled:
 		if m.EventID == "" {
