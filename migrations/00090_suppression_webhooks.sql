@@ -1,13 +1,13 @@
 -- +goose Up
 -- mailsvc_address_key: the form in which recipient addresses are compared
--- (docs/design.md, "Suppression list"): surrounding white space removed,
--- the domain (after the last '@') with its ASCII letters lower-cased, the
--- local part kept as it is. RFC 5321 section 2.4 lets the local part be
--- case-sensitive while domains are not; lower-casing only ASCII letters
--- (translate, not lower()) makes the result the same whatever the
--- database's locale. A single SELECT without FROM, so the planner inlines
--- it. One definition, used by the claim and by every
--- write of the suppression list, so the two can never disagree.
+-- (docs/design.md, "Provider feedback and the suppression list"):
+-- surrounding white space removed, the domain (after the last '@') with
+-- its ASCII letters lower-cased, the local part kept as it is. RFC 5321
+-- section 2.4 lets the local part be case-sensitive while domains are not;
+-- lower-casing only ASCII letters (translate, not lower()) makes the
+-- result the same whatever the database's locale. A single SELECT without
+-- FROM, so the planner inlines it. One definition, used by the claim and
+-- by every write of the suppression list, so the two can never disagree.
 -- +goose StatementBegin
 CREATE FUNCTION mailsvc_address_key(address text) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
