@@ -98,10 +98,10 @@ func TestWebhooksConfig(t *testing.T) {
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	for env, want := range map[string]string{
 		"MAILSVC_WEBHOOKS_ADDR=:8081": "webhooks.resend_secret: is required with webhooks.addr",
-		"MAILSVC_WEBHOOKS_ADDR=:8081 MAILSVC_WEBHOOKS_RESEND_SECRET=whsec_not*base64":        "webhooks.resend_secret: must be whsec_ followed by base64",
-		"MAILSVC_WEBHOOKS_RESEND_SECRET=MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw":                    "webhooks.resend_secret: must be whsec_ followed by base64",
-		"MAILSVC_WEBHOOKS_ADDR=127.0.0.1:8080 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:      `webhooks.addr: ("127.0.0.1:8080") must differ from http.addr (":8080")`,
-		"MAILSVC_WEBHOOKS_ADDR=8081 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:                `webhooks.addr: must be host:port or :port, got "8081"`,
+		"MAILSVC_WEBHOOKS_ADDR=:8081 MAILSVC_WEBHOOKS_RESEND_SECRET=whsec_not*base64":         "webhooks.resend_secret: must be whsec_ followed by base64",
+		"MAILSVC_WEBHOOKS_RESEND_SECRET=MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw":                     "webhooks.resend_secret: must be whsec_ followed by base64",
+		"MAILSVC_WEBHOOKS_ADDR=127.0.0.1:8080 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:       `webhooks.addr: ("127.0.0.1:8080") must differ from http.addr (":8080")`,
+		"MAILSVC_WEBHOOKS_ADDR=8081 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:                 `webhooks.addr: must be host:port or :port, got "8081"`,
 		"MAILSVC_WEBHOOKS_ADDR=:8081 MAILSVC_WEBHOOKS_RESEND_SECRET_FILE=/nonexistent/secret": "webhooks.resend_secret_file: open /nonexistent/secret",
 	} {
 		kv := map[string]string{}
