@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -160,8 +161,11 @@ func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook) (int, error) 
 	default:
 		return 0, nil
 	}
+	// In one order, so that two webhooks naming the same addresses never
+	// wait on each other's inserts in opposite orders (a deadlock).
+	recipients := slices.Sorted(slices.Values(w.Recipients))
 	n := 0
-	for _, a := range w.Recipients {
+	for _, a := range recipients {
 		if checkAddress(a) != nil {
 			continue
 		}
