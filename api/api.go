@@ -43,6 +43,9 @@ var FeedbackSchemas = map[string]string{
 	"EmailCancelled":     "email-cancelled.json",
 	"EmailCancelTooLate": "email-cancel-too-late.json",
 	"EmailUnknown":       "email-unknown.json",
+	"EmailDelivered":     "email-delivered.json",
+	"EmailBounced":       "email-bounced.json",
+	"EmailComplained":    "email-complained.json",
 }
 
 // compiled is the schema set, compiled once from Files.

@@ -29,7 +29,7 @@ func TestSchemasCompileWithStableIDs(t *testing.T) {
 	require.NoError(t, api.Compile())
 	names, err := fs.Glob(api.Files, "schemas/*.json")
 	require.NoError(t, err)
-	require.Len(t, names, 10)
+	require.Len(t, names, 13)
 	for _, name := range names {
 		var head struct {
 			Schema string `json:"$schema"`
@@ -201,7 +201,7 @@ func TestDocumentExamplesValidate(t *testing.T) {
 			assert.Empty(t, api.ValidateFeedback(name, body), label)
 		}
 	}
-	require.Equal(t, 8, n)
+	require.Equal(t, 11, n)
 }
 
 // feedbackBody is a valid EmailFailed body; change edits its data.
@@ -265,7 +265,37 @@ func TestValidateFeedback(t *testing.T) {
 			"data.provider_detail.smtp_enhanced_code: \"5.1\" is not an RFC 3463 status code class.subject.detail",
 			"data.to_email: is not allowed",
 		}},
-		{"unknown event type", "EmailBounced", nil, []string{`type: "EmailBounced" is not a feedback event type of this contract`}},
+		{"a suppressed mail fails unsent", "EmailFailed", func(d map[string]any) {
+			d["error_reason"], d["attempts"], d["provider"] = "suppressed", 0, ""
+			delete(d, "provider_detail")
+		}, nil},
+		{"delivered", "EmailDelivered", providerEvent("email.delivered", nil), nil},
+		{"bounced", "EmailBounced", providerEvent("email.bounced", map[string]any{"bounce_type": "permanent", "bounce_subtype": "Suppressed"}), nil},
+		{"complained", "EmailComplained", providerEvent("email.complained", nil), nil},
+		{"provider feedback names its webhook and carries no error", "EmailDelivered", func(d map[string]any) {
+			providerEvent("email.delivered", nil)(d)
+			d["error_class"], d["provider_detail"] = "permanent", map[string]any{"http_status": 200}
+			delete(d["provider_event"].(map[string]any), "webhook_id")
+		}, []string{
+			"data.error_class: is not allowed",
+			"data.provider_detail: is not allowed",
+			"data.provider_event.webhook_id: is required",
+		}},
+		{"a bounce is permanent and of its own type", "EmailBounced", providerEvent("email.delivered", map[string]any{"bounce_type": "transient"}), []string{
+			"data.provider_event.bounce_type: value must be 'permanent'",
+			"data.provider_event.type: value must be 'email.bounced'",
+		}},
+		{"only a bounce has a bounce type", "EmailComplained", providerEvent("email.complained", map[string]any{"bounce_type": "permanent"}), []string{
+			"data.provider_event.bounce_type: is not allowed",
+		}},
+		{"an outcome event carries no provider event", "EmailSent", func(d map[string]any) {
+			providerEvent("email.delivered", nil)(d)
+		}, []string{"data.provider_event: is not allowed"}},
+		{"a provider event is of a sent mail", "EmailBounced", func(d map[string]any) {
+			providerEvent("email.bounced", map[string]any{"bounce_type": "permanent"})(d)
+			d["status"] = "failed"
+		}, []string{"data.status: value must be 'sent'"}},
+		{"unknown event type", "EmailOpened", nil, []string{`type: "EmailOpened" is not a feedback event type of this contract`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -273,6 +303,23 @@ func TestValidateFeedback(t *testing.T) {
 		})
 	}
 	require.Equal(t, []string{"body: not one JSON value: unexpected EOF"}, api.ValidateFeedback("EmailSent", []byte(`{"event_id":`)))
+}
+
+// providerEvent turns feedbackBody's data into a sent mail's provider
+// feedback: no error fields, a Resend email id, and a provider_event of
+// type typ with extra fields.
+func providerEvent(typ string, extra map[string]any) func(map[string]any) {
+	return func(d map[string]any) {
+		for _, k := range []string{"error_class", "error_reason", "error", "provider_detail"} {
+			delete(d, k)
+		}
+		d["status"], d["provider"], d["provider_message_id"] = "sent", "resend", "56761188-7520-42d8-8898-ff6fc54ce618"
+		pe := map[string]any{"webhook_id": "msg_2qEJtLw3rUgYkU7pZ3xKb9aD1", "type": typ, "at": "2026-09-18T08:00:04.126Z"}
+		for k, v := range extra {
+			pe[k] = v
+		}
+		d["provider_event"] = pe
+	}
 }
 
 func quotedList(items []string) string {

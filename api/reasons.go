@@ -19,20 +19,21 @@ var printer = message.NewPrinter(language.English)
 // code" rather than quoting a regular expression. TestEveryPatternHasAPhrase
 // keeps it complete.
 var patternPhrases = map[string]string{
-	uuidPattern:            "is not a UUID (8-4-4-4-12 hexadecimal digits)",
-	timestampPattern:       "is not an RFC 3339 date-time with an offset, such as 2026-09-18T08:00:00Z",
-	identifierPattern:      "is empty, or has a control character or white space at either end",
-	`^order-confirmed:`:    "does not start with order-confirmed:",
-	customerNamePattern:    "contains a line break or a NUL",
-	localePattern:          "has a control character or white space at either end",
-	`^[^\x00\r\n]*$`:       "contains CR, LF or NUL",
-	visiblePattern:         "has no visible character",
-	`^[0-9]+(\.[0-9]+)?$`:  "is not a decimal amount (digits with an optional '.' fraction)",
-	`^[A-Z]{3}$`:           "is not an upper-case ISO 4217 code",
-	`^[^\x00-\x1f\x7f]*$`:  "contains a control character",
-	enhancedCodePattern:    "is not an RFC 3463 status code class.subject.detail",
-	addressLikePattern:     "looks like an e-mail address",
-	reservedOrderIDPattern: "ends in :r and digits or contains :resend:",
+	uuidPattern:              "is not a UUID (8-4-4-4-12 hexadecimal digits)",
+	timestampPattern:         "is not an RFC 3339 date-time with an offset, such as 2026-09-18T08:00:00Z",
+	identifierPattern:        "is empty, or has a control character or white space at either end",
+	`^order-confirmed:`:      "does not start with order-confirmed:",
+	customerNamePattern:      "contains a line break or a NUL",
+	localePattern:            "has a control character or white space at either end",
+	`^[^\x00\r\n]*$`:         "contains CR, LF or NUL",
+	visiblePattern:           "has no visible character",
+	`^[0-9]+(\.[0-9]+)?$`:    "is not a decimal amount (digits with an optional '.' fraction)",
+	`^[A-Z]{3}$`:             "is not an upper-case ISO 4217 code",
+	`^[^\x00-\x1f\x7f]*$`:    "contains a control character",
+	enhancedCodePattern:      "is not an RFC 3463 status code class.subject.detail",
+	addressLikePattern:       "looks like an e-mail address",
+	reservedOrderIDPattern:   "ends in :r and digits or contains :resend:",
+	`^[A-Za-z0-9_.-]{1,64}$`: "is not 1 to 64 letters, digits, '_', '.' or '-'",
 }
 
 // notPhrases says in words what each "not" of the schemas refuses, by the

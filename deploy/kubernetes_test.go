@@ -181,6 +181,8 @@ var secretEnv = map[string]string{
 	"amqp.url":       "amqp-url",
 	"smtp.password":  "smtp-password",
 	"resend.api_key": "resend-api-key",
+	// Needed only with webhooks.addr set.
+	"webhooks.resend_secret": "resend-webhook-secret",
 }
 
 // k8sConfig writes the rendered ConfigMap's mailsvc.yaml to a file and loads it as the pods
@@ -299,10 +301,11 @@ func requirePod(t *testing.T, kind string, pod podSpec, args []string, r rendere
 	}
 	var want []string
 	for key, secretKey := range secretEnv {
-		optional := key == "smtp.password" || key == "resend.api_key" // one provider needs one of them
+		// One provider needs one of the first two; the webhook secret only with webhooks.addr.
+		optional := key == "smtp.password" || key == "resend.api_key" || key == "webhooks.resend_secret"
 		want = append(want, fmt.Sprintf("%s=%s optional=%t", config.EnvName(key), secretKey, optional))
 	}
-	require.ElementsMatch(t, want, secrets, "%s: database URL, broker URL, SMTP password and Resend key come from the Secret", kind)
+	require.ElementsMatch(t, want, secrets, "%s: database URL, broker URL, SMTP password, Resend key and webhook secret come from the Secret", kind)
 
 	for _, res := range []string{"cpu", "memory"} {
 		require.NotEmpty(t, c.Resources.Requests[res], "%s requests %s", kind, res)

@@ -24,6 +24,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 // Component is a long-lived part of the daemon, by the rules of
@@ -194,6 +195,16 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, named{name: "consumer", c: cons})
 	w.ready = readyChecks(w.store, cons)
+	// webhooks (issue 15): provider feedback on a listener of its own, when
+	// webhooks.addr is set; it stops with the intake, before the relay.
+	if w.cfg.Webhooks.Addr != "" {
+		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: webhook.NewMetrics(w.reg),
+			Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
+		if err != nil {
+			return nil, fmt.Errorf("build webhooks: %w", err)
+		}
+		parts = append(parts, named{name: "webhooks", c: hooks})
+	}
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 // This file is the one place where the keys of configs/mailsvc.yaml
@@ -57,10 +58,11 @@ func senderConfig(c *config.Config) sender.Config {
 }
 
 // secretsOf lists the configured credentials that must never appear in an
-// error text: the SMTP password, the Resend API key, the database
-// password and the passphrase of its sslkey (sslpassword).
+// error text: the SMTP password, the Resend API key, the Resend webhook
+// signing secret, the database password and the passphrase of its sslkey
+// (sslpassword).
 func secretsOf(c *config.Config) []string {
-	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal()}
+	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal()}
 	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
 		if pw, ok := u.User.Password(); ok {
 			out = append(out, pw)
@@ -112,6 +114,13 @@ func relayConfig(c *config.Config) relay.Config {
 		LeaseRetry:      c.Relay.LeaseRetry,
 		RetentionWindow: c.Retention.Window,
 	}
+}
+
+// webhookConfig is the webhook server's part of cfg: webhooks.addr,
+// webhooks.resend_secret and retention.window (how long webhook ids are
+// remembered). Fields without a key keep the server's defaults.
+func webhookConfig(c *config.Config) webhook.Config {
+	return webhook.Config{Addr: c.Webhooks.Addr, ResendSecret: c.Webhooks.ResendSecret, RetentionWindow: c.Retention.Window}
 }
 
 // smtpConfig is the SMTP provider's part of cfg: smtp.* (smtp.tls_* as

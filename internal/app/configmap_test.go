@@ -15,6 +15,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 const documented = "../../configs/mailsvc.yaml"
@@ -125,6 +126,12 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		}
 		require.Equal(t, cfg.Retention.Window, eff.RetentionWindow)
 		require.NoError(t, eff.Validate())
+	})
+	t.Run("webhooks", func(t *testing.T) {
+		mapped := webhookConfig(cfg)
+		require.Equal(t, webhook.Config{RetentionWindow: cfg.Retention.Window}, mapped, "off by default: no address, no secret")
+		eff := mapped.WithDefaults()
+		require.Equal(t, mapped.RetentionWindow, eff.RetentionWindow, "WithDefaults changed a field a key sets")
 	})
 	t.Run("smtp and templates", func(t *testing.T) {
 		s := smtpConfig(cfg)

@@ -22,6 +22,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 // Known secrets fed through the config; none may ever be seen outside.
@@ -29,6 +30,9 @@ const (
 	smtpSecret   = "smtp-S3cret-hunter2"
 	resendSecret = "re_S3cretKey_4f9a"
 	dbSecret     = "dbS3cretPw-77"
+	// hookSecret is the Resend webhook signing secret; hookKey its key.
+	hookKey    = "S3cretWebhookKey9a8b7c6d5e4f3a2b"
+	hookSecret = "whsec_" + hookKey
 )
 
 // syncBuffer is a log sink safe for concurrent writers.
@@ -71,6 +75,7 @@ func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokerte
 		"MAILSVC_AMQP_EVENTS_EXCHANGE": n.EventsExchange, "MAILSVC_HTTP_ADDR": "127.0.0.1:0",
 		"MAILSVC_MAIL_FROM": "Shop <orders@shop.example>", "MAILSVC_LOG_LEVEL": "debug",
 		"MAILSVC_SMTP_PASSWORD": smtpSecret, "MAILSVC_SMTP_USERNAME": "mailer", "MAILSVC_RESEND_API_KEY": resendSecret,
+		"MAILSVC_WEBHOOKS_ADDR": "127.0.0.1:0", "MAILSVC_WEBHOOKS_RESEND_SECRET": hookSecret,
 	}
 	for k, v := range extra {
 		env[k] = v
@@ -129,7 +134,7 @@ func (d *daemon) part(t *testing.T, name string) Component {
 
 func requireNoSecret(t *testing.T, where, text string) {
 	t.Helper()
-	for _, s := range []string{smtpSecret, resendSecret, dbSecret} {
+	for _, s := range []string{smtpSecret, resendSecret, dbSecret, hookKey} {
 		require.NotContains(t, text, s, "%s leaks a secret", where)
 	}
 }
@@ -153,6 +158,26 @@ func TestKnownSecretNeverLeaks(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the first refresh runs at start")
 	require.Contains(t, metrics, `mailsvc_mails{status="pending"} 0`)
 	require.Contains(t, metrics, "go_goroutines")
+
+	// The webhook listener runs apart from the probes and refuses what is
+	// not signed with the secret, counting it.
+	hooks := d.part(t, "webhooks").(*webhook.Server)
+	require.NotEqual(t, d.http.addr, hooks.Addr())
+	for _, sig := range []string{"", "v1,bm90IGEgc2lnbmF0dXJl"} {
+		req, err := http.NewRequest(http.MethodPost, "http://"+hooks.Addr()+"/webhooks/resend", strings.NewReader(`{"type":"email.delivered"}`))
+		require.NoError(t, err)
+		req.Header.Set("svix-id", "msg_1")
+		req.Header.Set("svix-timestamp", fmt.Sprint(time.Now().Unix()))
+		req.Header.Set("svix-signature", sig)
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, res.StatusCode)
+		require.NoError(t, res.Body.Close())
+	}
+	code, _ := get(t, hooks.Addr(), "/metrics")
+	require.Equal(t, http.StatusNotFound, code, "the webhook listener serves no metrics")
+	_, metrics = get(t, d.http.addr, "/metrics")
+	require.Contains(t, metrics, `mailsvc_webhooks_received_total{provider="resend",result="bad_signature"} 2`)
 
 	px.Cut()
 	code, ready := get(t, d.http.addr, "/readyz")

@@ -91,6 +91,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newDLQCmd(e),
 		newEmitCmd(e),
 		newEventCmd(e),
+		newSuppressionCmd(e),
 	)
 	for _, c := range root.Commands() {
 		requireSubcommand(c)

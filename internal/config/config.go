@@ -19,6 +19,7 @@ type Config struct {
 	Relay     Relay     `mapstructure:"relay" yaml:"relay"`
 	Retention Retention `mapstructure:"retention" yaml:"retention"`
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
+	Webhooks  Webhooks  `mapstructure:"webhooks" yaml:"webhooks"`
 	Templates Templates `mapstructure:"templates" yaml:"templates"`
 	Log       Log       `mapstructure:"log" yaml:"log"`
 
@@ -204,6 +205,19 @@ type Retention struct {
 // HTTP configures the metrics and health server.
 type HTTP struct {
 	Addr string `mapstructure:"addr" yaml:"addr"`
+}
+
+// Webhooks configures the listener of provider webhooks (Resend's
+// email.delivered, email.bounced, email.complained), apart from the
+// metrics and health server so that only it faces the internet.
+type Webhooks struct {
+	// Addr is its host:port; "" (the default) turns it off.
+	Addr string `mapstructure:"addr" yaml:"addr"`
+	// ResendSecret is the signing secret of the Resend webhook endpoint,
+	// "whsec_" and base64, as Resend shows it; required with Addr.
+	ResendSecret Secret `mapstructure:"resend_secret" yaml:"resend_secret"`
+	// ResendSecretFile, when set, is read for ResendSecret.
+	ResendSecretFile string `mapstructure:"resend_secret_file" yaml:"resend_secret_file"`
 }
 
 // Templates configures mail rendering.

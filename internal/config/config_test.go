@@ -87,6 +87,45 @@ func TestValidationNamesTheKey(t *testing.T) {
 	require.ErrorContains(t, err, "mail.from")
 }
 
+// webhooks.addr turns the listener on and needs the signing secret; each
+// mistake names its key, and none prints the secret.
+func TestWebhooksConfig(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load("", envOf(valid))
+	require.NoError(t, err)
+	require.Equal(t, config.Webhooks{}, c.Webhooks, "off by default")
+
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	for env, want := range map[string]string{
+		"MAILSVC_WEBHOOKS_ADDR=:8081": "webhooks.resend_secret: is required with webhooks.addr",
+		"MAILSVC_WEBHOOKS_ADDR=:8081 MAILSVC_WEBHOOKS_RESEND_SECRET=whsec_not*base64":         "webhooks.resend_secret: must be whsec_ followed by base64",
+		"MAILSVC_WEBHOOKS_RESEND_SECRET=MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw":                     "webhooks.resend_secret: must be whsec_ followed by base64",
+		"MAILSVC_WEBHOOKS_ADDR=127.0.0.1:8080 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:       `webhooks.addr: ("127.0.0.1:8080") must differ from http.addr (":8080")`,
+		"MAILSVC_WEBHOOKS_ADDR=8081 MAILSVC_WEBHOOKS_RESEND_SECRET=" + secret:                 `webhooks.addr: must be host:port or :port, got "8081"`,
+		"MAILSVC_WEBHOOKS_ADDR=:8081 MAILSVC_WEBHOOKS_RESEND_SECRET_FILE=/nonexistent/secret": "webhooks.resend_secret_file: open /nonexistent/secret",
+	} {
+		kv := map[string]string{}
+		for _, pair := range strings.Fields(env) {
+			k, v, _ := strings.Cut(pair, "=")
+			kv[k] = v
+		}
+		_, err := config.Load("", envOf(with(kv)))
+		require.ErrorContains(t, err, want, env)
+		require.NotContains(t, err.Error(), "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "the secret is never shown")
+		require.NotContains(t, err.Error(), "not*base64")
+	}
+
+	file := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(file, []byte(secret+"\n"), 0o600))
+	c, err = config.Load("", envOf(with(map[string]string{"MAILSVC_WEBHOOKS_ADDR": "127.0.0.1:8081", "MAILSVC_WEBHOOKS_RESEND_SECRET_FILE": file})))
+	require.NoError(t, err)
+	require.Equal(t, secret, c.Webhooks.ResendSecret.Reveal())
+	out, err := yaml.Marshal(c)
+	require.NoError(t, err)
+	require.NotContains(t, string(out), "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	require.Contains(t, string(out), "resend_secret: <redacted>")
+}
+
 func TestEveryViolationReportedAtOnce(t *testing.T) {
 	t.Parallel()
 	_, err := config.Load("", envOf(map[string]string{"MAILSVC_SMTP_TLS": "x", "MAILSVC_SENDER_PROVIDER": "y"}))

@@ -83,6 +83,10 @@ var defaults = map[string]any{
 
 	"http.addr": ":8080",
 
+	"webhooks.addr":               "",
+	"webhooks.resend_secret":      "",
+	"webhooks.resend_secret_file": "",
+
 	"templates.dir":            "",
 	"templates.default_locale": "vi",
 	"templates.time_zone":      "Asia/Ho_Chi_Minh",

@@ -117,5 +117,6 @@ func (c *Config) readSecretFiles() error {
 	}
 	read("smtp.password_file", c.SMTP.PasswordFile, &c.SMTP.Password)
 	read("resend.api_key_file", c.Resend.APIKeyFile, &c.Resend.APIKey)
+	read("webhooks.resend_secret_file", c.Webhooks.ResendSecretFile, &c.Webhooks.ResendSecret)
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ func (c *Config) Validate() error {
 	c.validateTLS(bad)
 	c.validateSender(bad)
 	c.validateDurations(bad)
+	c.validateWebhooks(bad)
 	if c.Mail.From == "" {
 		bad("mail.from", "is required (e.g. \"Shop <orders@example.com>\")")
 	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {
@@ -166,6 +168,38 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	if c.Retention.Window < c.Mail.MaxEventAge {
 		bad("retention.window", "(%s) must be at least mail.max_event_age (%s)", c.Retention.Window, c.Mail.MaxEventAge)
 	}
+}
+
+// validateWebhooks checks webhooks.*: an address like http.addr's but
+// another port, and with it the Resend signing secret, "whsec_" followed
+// by base64 (a message never shows the secret).
+func (c *Config) validateWebhooks(bad func(string, string, ...any)) {
+	w := c.Webhooks
+	if w.Addr != "" {
+		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {
+			bad("webhooks.addr", "must be host:port or :port, got %q", w.Addr)
+		} else if sameListener(w.Addr, c.HTTP.Addr) {
+			bad("webhooks.addr", "(%q) must differ from http.addr (%q): webhooks get a listener of their own", w.Addr, c.HTTP.Addr)
+		}
+		if w.ResendSecret == "" {
+			bad("webhooks.resend_secret", "is required with webhooks.addr: the signing secret of the Resend webhook endpoint, whsec_... (or set webhooks.resend_secret_file, or MAILSVC_WEBHOOKS_RESEND_SECRET)")
+		}
+	}
+	if w.ResendSecret != "" {
+		key, ok := strings.CutPrefix(w.ResendSecret.Reveal(), "whsec_")
+		if b, err := base64.StdEncoding.DecodeString(key); !ok || err != nil || len(b) == 0 {
+			bad("webhooks.resend_secret", "must be whsec_ followed by base64, as Resend shows the endpoint's signing secret")
+		}
+	}
+}
+
+// sameListener reports whether two listen addresses take the same port on
+// an overlapping host (an empty host is every address); port 0, a port
+// the system picks, never clashes.
+func sameListener(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, err := net.SplitHostPort(b)
+	return err == nil && pa == pb && pa != "0" && (ha == hb || ha == "" || hb == "")
 }
 
 func positive(bad func(string, string, ...any), key string, n int) {

@@ -52,6 +52,10 @@ const (
 	ReasonIdempotencyReuse Reason = "idempotency_conflict"
 	ReasonAttemptsExceeded Reason = "attempts_exhausted"
 	ReasonLeaseExpired     Reason = "lease_expired"
+	// ReasonSuppressed: the recipient is on the suppression list (a
+	// permanent bounce, a complaint, or an operator's entry); the mail was
+	// never handed to the provider.
+	ReasonSuppressed Reason = "suppressed"
 	// ReasonCancelledAmbiguous: a cancel stopped the retry of a mail whose
 	// earlier send was ambiguous; it may have been delivered.
 	ReasonCancelledAmbiguous Reason = "cancelled_after_ambiguous"

@@ -41,8 +41,20 @@ const (
 	EmailUnknown       EventType = "EmailUnknown"
 )
 
+// Provider feedback event types, published on mail.events when the
+// provider reports, after accepting a mail, what became of it (Resend's
+// webhooks email.delivered, email.bounced, email.complained;
+// docs/contract.md, "Provider feedback"). They follow the mail's EmailSent
+// and are not delivery outcome events: the mail stays sent.
+const (
+	EmailDelivered  EventType = "EmailDelivered"
+	EmailBounced    EventType = "EmailBounced"
+	EmailComplained EventType = "EmailComplained"
+)
+
 // OutputEventTypes lists every event type mailsvc publishes.
-var OutputEventTypes = []EventType{EmailSent, EmailFailed, EmailCancelled, EmailCancelTooLate, EmailUnknown}
+var OutputEventTypes = []EventType{EmailSent, EmailFailed, EmailCancelled, EmailCancelTooLate, EmailUnknown,
+	EmailDelivered, EmailBounced, EmailComplained}
 
 // RoutingKey returns the routing key an output event is published with on
 // mail.events, or "" for an event type mailsvc does not publish.
@@ -58,6 +70,12 @@ func (t EventType) RoutingKey() string {
 		return "email.cancel_too_late"
 	case EmailUnknown:
 		return "email.unknown"
+	case EmailDelivered:
+		return "email.delivered"
+	case EmailBounced:
+		return "email.bounced"
+	case EmailComplained:
+		return "email.complained"
 	}
 	return ""
 }

@@ -44,11 +44,31 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("first_attempt_at", Stamp(m.FirstAttemptAt))
 	add("updated_at", Stamp(&m.UpdatedAt))
 	add("sent_at", Stamp(m.SentAt))
+	add("delivered_at", Stamp(m.DeliveredAt))
 	if len(m.Feedback) == 0 {
 		add("feedback", "none written")
 	}
 	for _, f := range m.Feedback {
 		add("feedback", fmt.Sprintf("%s %s written %s, %s", f.EventType, f.EventID, Stamp(&f.CreatedAt), PublishState(f)))
+	}
+	return out
+}
+
+// afterSent is what the provider reported about a sent mail later (its
+// webhooks): delivered (delivered_at), or bounced or complained about (the
+// feedback events written), "" when it reported nothing.
+func afterSent(m store.MailView) string {
+	out := ""
+	if m.DeliveredAt != nil {
+		out += "; delivered to the recipient's server at " + Stamp(m.DeliveredAt)
+	}
+	for _, f := range m.Feedback {
+		switch f.EventType {
+		case mailtype.EmailBounced:
+			out += "; then bounced for good (EmailBounced): the address is suppressed"
+		case mailtype.EmailComplained:
+			out += "; then marked as spam (EmailComplained): the address is suppressed"
+		}
 	}
 	return out
 }
@@ -61,9 +81,9 @@ func Verdict(m store.MailView, now time.Time) string {
 	switch m.Status {
 	case mailtype.StatusSent:
 		if m.CancelEventID != "" && m.Template != mailtype.TemplateCancelNotice {
-			return "accepted by the provider at " + Stamp(m.SentAt) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
+			return "accepted by the provider at " + Stamp(m.SentAt) + afterSent(m) + "; the order was cancelled too late (EmailCancelTooLate), a cancellation notice follows when mail.cancel_notice is on"
 		}
-		return "accepted by the provider at " + Stamp(m.SentAt)
+		return "accepted by the provider at " + Stamp(m.SentAt) + afterSent(m)
 	case mailtype.StatusPending:
 		if m.SendAfter.After(now) {
 			return fmt.Sprintf("not sent yet: next attempt after %s (%d sends so far)", Stamp(&m.SendAfter), m.Sends)
@@ -72,6 +92,10 @@ func Verdict(m store.MailView, now time.Time) string {
 	case mailtype.StatusSending:
 		return "being sent now by " + m.LockedBy + ", lease until " + Stamp(m.LockedUntil)
 	case mailtype.StatusFailed:
+		if strings.HasPrefix(m.LastError, string(mailtype.ReasonSuppressed)+": ") {
+			return "not sent: its recipient is on the suppression list (`mailsvc suppression list`); once removed " +
+				"(`mailsvc suppression remove ADDRESS`), `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
+		}
 		return "not sent: failed for good (see last_error); `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"
 	case mailtype.StatusCancelled:
 		if m.EventID == "" {

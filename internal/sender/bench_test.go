@@ -152,19 +152,26 @@ func rawMsg(b *testing.B, n int) *gomail.Msg {
 }
 
 // BenchmarkClaim measures the claim statement (10 rows) with 10,000 due
-// pending rows beside 0 or 1,000,000 sent rows; the claim cost must not
-// grow with finished rows. Each claim runs in a transaction that is rolled
-// back, so the queue stays the same. It logs the plan.
+// pending rows beside 0 or 1,000,000 sent rows, and beside a suppression
+// list of 100,000 addresses; the claim cost must grow with neither. Each
+// claim runs in a transaction that is rolled back, so the queue stays the
+// same. It logs the plan.
 func BenchmarkClaim(b *testing.B) {
 	for _, sent := range []int{0, 1000000} {
-		b.Run(fmt.Sprintf("sent=%d", sent), func(b *testing.B) { benchClaim(b, sent) })
+		b.Run(fmt.Sprintf("sent=%d", sent), func(b *testing.B) { benchClaim(b, sent, 0) })
 	}
+	b.Run("suppressed=100000", func(b *testing.B) { benchClaim(b, 0, 100000) })
 }
 
-func benchClaim(b *testing.B, sent int) {
+func benchClaim(b *testing.B, sent, suppressed int) {
 	const claims = 2000
 	sc := storetest.New(b)
 	ctx := context.Background()
+	if suppressed > 0 {
+		// Every fifth pending row's recipient (customer5@, customer10@, ...).
+		sc.Exec(b, `INSERT INTO suppression (address, reason, source)
+SELECT 'customer' || (g * 5) || '@example.com', 'bench', 'operator' FROM generate_series(1, $1::int) g`, suppressed)
+	}
 	if sent > 0 {
 		if err := storetest.Seed(ctx, sc.Store, "sent-", mailtype.StatusSent, sent); err != nil {
 			b.Fatal(err)

@@ -77,3 +77,18 @@ func (r rules) stale(m *store.ClaimedMail, now time.Time) (verdict, bool) {
 		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonStale, Error: msg,
 	}}, true
 }
+
+// suppressed returns the failed verdict of a claimed mail whose recipient
+// is on the suppression list (store.ClaimedMail.Suppressed, read by the
+// claim itself): it is not handed to the provider, and, like a stale
+// mail, spends no attempt. ok is false for a recipient not suppressed.
+func suppressed(m *store.ClaimedMail) (verdict, bool) {
+	if !m.Suppressed {
+		return verdict{}, false
+	}
+	return verdict{Record: store.Outcome{
+		Status: mailtype.StatusFailed, IfCancelRequested: mailtype.StatusCancelled, Release: true,
+		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonSuppressed,
+		Error: "the recipient is on the suppression list (mailsvc suppression list); not sent",
+	}}, true
+}

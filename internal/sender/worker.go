@@ -110,6 +110,11 @@ func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) 
 	if j.mail.Reclaimed {
 		p.metrics.LeaseReclaims.Inc()
 	}
+	if v, ok := suppressed(&j.mail); ok {
+		p.flush(out)
+		p.log.Info("mail not sent: its recipient is suppressed", j.logAttrs()...)
+		return &result{j: j, v: v}
+	}
 	if v, stale := p.rules.stale(&j.mail, time.Now()); stale {
 		p.flush(out)
 		p.log.Warn("mail not sent: its event is older than its max age", append(j.logAttrs(), "error", v.Record.Error)...)

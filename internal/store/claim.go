@@ -85,6 +85,10 @@ type ClaimedMail struct {
 	// producer's clock; for a resend or a cancellation notice, when it was
 	// written): the max event age counts from here, at send time too.
 	OccurredAt time.Time
+	// Suppressed is true when ToEmail is on the suppression list at the
+	// claim (compared as mailsvc_address_key normalises them, migration
+	// 00090): the mail must not be handed to the provider.
+	Suppressed bool
 }
 
 // claimSQL takes at most $1 rows in one statement (docs/design.md, "Claim").
@@ -102,6 +106,11 @@ type ClaimedMail struct {
 // Rows with cancel_requested are never taken: a cancelled mail is not
 // retried. An expired lease is taken only when its claim never started a
 // send (send_started_at NULL): that reclaim is silent and spends nothing.
+// Each taken row also says whether its recipient is suppressed: a scalar
+// subquery, so one probe of the suppression table's primary key per taken
+// row whatever the statistics say (an EXISTS may be planned as a hash of
+// the whole list), in the same statement, so the check costs no round
+// trip.
 const claimSQL = `
 WITH expired AS MATERIALIZED (
     SELECT id FROM mail
@@ -132,7 +141,8 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
          ELSE m.to_name END,
     m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_claimed_at,
-    m.locked_until, COALESCE(m.occurred_at, m.created_at)`
+    m.locked_until, COALESCE(m.occurred_at, m.created_at),
+    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)), false)`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -156,7 +166,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 		if err := rows.Scan(&m.ID, &m.Token, &m.Reclaimed, &m.EventID, &m.DedupeKey, &m.OrderID,
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
-			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt); err != nil {
+			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt, &m.Suppressed); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""

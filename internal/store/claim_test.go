@@ -376,9 +376,27 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	// The taken rows are updated through the primary key, never a join
 	// that reads the whole table.
 	require.Contains(t, plan, "Index Scan using mail_pkey on mail m", plan)
-	require.NotContains(t, plan, "Seq Scan", plan)
+	require.NotContains(t, plan, "Seq Scan on mail", plan)
 	require.NotContains(t, plan, "Hash", plan)
 	require.NotContains(t, plan, "Bitmap", plan)
+}
+
+// The suppression check of the claim probes the list's primary key once
+// per taken row, however long the list: never a scan or a hash of it.
+func TestClaimPlanProbesTheSuppressionListPerRow(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "pending-", mailtype.StatusPending, 500))
+	sc.Exec(t, `INSERT INTO suppression (address, reason, source)
+SELECT 'gone' || g || '@example.com', 'bounce', 'webhook/bounce' FROM generate_series(1, 50000) g`)
+	require.NoError(t, storetest.Analyze(ctx, sc.Store))
+
+	plan, err := storetest.ExplainClaim(ctx, sc.Store, claimParams(50))
+	require.NoError(t, err)
+	require.Contains(t, plan, "Index Only Scan using suppression_pkey on suppression s", plan)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	require.NotContains(t, plan, "Hash", plan)
 }
 
 func TestFinishAttemptsWritesEachRowByItsOwnFence(t *testing.T) {

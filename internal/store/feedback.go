@@ -36,6 +36,28 @@ type Feedback struct {
 	// Detail is the provider's detail of the failure, published as
 	// data.provider_detail; the key is left out when Detail is zero.
 	Detail mailtype.ProviderDetail
+	// ProviderEvent is what the provider reported after accepting the
+	// mail, published as data.provider_event by EmailDelivered,
+	// EmailBounced and EmailComplained; nil (the key left out) otherwise.
+	ProviderEvent *ProviderEvent
+}
+
+// ProviderEvent is one report a provider made about a mail it had accepted
+// (a webhook), as data.provider_event publishes it (docs/contract.md,
+// "Provider feedback").
+type ProviderEvent struct {
+	// WebhookID is the provider's id of the webhook message (Resend:
+	// svix-id), the same on every redelivery of it.
+	WebhookID string `json:"webhook_id"`
+	// Type is the provider's event type, e.g. "email.bounced".
+	Type string `json:"type"`
+	// At is when the provider recorded the event (Resend: created_at), UTC.
+	At time.Time `json:"at"`
+	// BounceType is "permanent" for an EmailBounced; "" otherwise.
+	BounceType string `json:"bounce_type,omitempty"`
+	// BounceSubtype is the provider's finer kind of bounce (Resend's
+	// bounce.subType, e.g. "Suppressed", "General"), "" when it gave none.
+	BounceSubtype string `json:"bounce_subtype,omitempty"`
 }
 
 // feedbackEnvelope is the JSON body published on mail.events.
@@ -62,6 +84,8 @@ type feedbackData struct {
 	Error             string `json:"error,omitempty"`
 	// ProviderDetail is nil, and the key left out, when there is no detail.
 	ProviderDetail *mailtype.ProviderDetail `json:"provider_detail,omitempty"`
+	// ProviderEvent is nil, and the key left out, but for provider feedback.
+	ProviderEvent *ProviderEvent `json:"provider_event,omitempty"`
 }
 
 // insertOutboxSQL takes the payload ($7) as text: in the exec and
@@ -103,6 +127,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 			OrderID: f.OrderID, Revision: revisionOr1(f.Revision), Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
+			ProviderEvent: f.ProviderEvent,
 		},
 	}
 	if !f.Detail.IsZero() {

@@ -42,9 +42,10 @@ func ClaimRollback(ctx context.Context, st *store.Store, p store.ClaimParams) (i
 	return int(tag.RowsAffected()), nil
 }
 
-// Analyze runs ANALYZE on the mail table of st, as autovacuum would after
-// a bulk load, so that plans in tests see real statistics.
+// Analyze runs ANALYZE on the mail and suppression tables of st, as
+// autovacuum would after a bulk load, so that plans in tests see real
+// statistics.
 func Analyze(ctx context.Context, st *store.Store) error {
-	_, err := testhook.Pool(st).Exec(ctx, "ANALYZE mail")
+	_, err := testhook.Pool(st).Exec(ctx, "ANALYZE mail, suppression")
 	return err
 }

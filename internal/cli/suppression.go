@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/operator"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+func newSuppressionCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "suppression",
+		Short: "The suppression list: addresses no mail is sent to (list, add, remove)",
+		Long: "A mail to an address on the suppression list ends failed with reason suppressed (EmailFailed) and is\n" +
+			"never handed to the provider. Resend's webhooks add permanent bounces (source webhook/bounce) and spam\n" +
+			"complaints (webhook/complaint); operators add and remove entries here (source operator). Addresses are\n" +
+			"compared with surrounding white space removed and the domain's letters lower-cased; the local part\n" +
+			"keeps its case (RFC 5321: Ann@example.com and ann@example.com may be two mailboxes).",
+	}
+	cmd.AddCommand(newSuppressionListCmd(e), newSuppressionAddCmd(e), newSuppressionRemoveCmd(e))
+	return cmd
+}
+
+func newSuppressionListCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--json]",
+		Short: "List every suppressed address with its source, time and reason, oldest first",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				list, err := st.Suppressions(e.ctx)
+				if err != nil {
+					return storeError(cfg, "", err)
+				}
+				if asJSON {
+					enc := json.NewEncoder(e.stdout)
+					enc.SetIndent("", "  ")
+					if list == nil {
+						list = []store.Suppression{}
+					}
+					return enc.Encode(list)
+				}
+				return writeSuppressions(e.stdout, list)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {address, reason, source, created_at}")
+	return cmd
+}
+
+func writeSuppressions(w io.Writer, list []store.Suppression) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no address is suppressed")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADDRESS\tSOURCE\tSINCE\tREASON")
+	for _, s := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Address, s.Source, operator.Stamp(&s.CreatedAt), s.Reason)
+	}
+	return tw.Flush()
+}
+
+func newSuppressionAddCmd(e *env) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:     "add ADDRESS --reason R",
+		Short:   "Suppress ADDRESS (source operator): its mails end failed, reason suppressed, unsent",
+		Example: `  mailsvc suppression add ann@example.com --reason "asked by phone not to be mailed"`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				s, added, err := st.Suppress(e.ctx, args[0], reason, store.SourceOperator)
+				if err != nil {
+					return suppressionError(cfg, args[0], err)
+				}
+				if !added {
+					_, err = fmt.Fprintf(e.stdout, "%s was suppressed already: since %s, source %s, reason %q (kept)\n",
+						s.Address, operator.Stamp(&s.CreatedAt), s.Source, s.Reason)
+					return err
+				}
+				_, err = fmt.Fprintf(e.stdout, "suppressed %s: no mail is sent to it from the next claim on; undo with `mailsvc suppression remove %s`\n",
+					s.Address, s.Address)
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why (kept with the entry, at most 200 bytes)")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}
+
+func newSuppressionRemoveCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove ADDRESS",
+		Short: "Take ADDRESS off the list: mails to it are sent again (mails already failed stay failed: `mailsvc mail resend`)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				s, err := st.Unsuppress(e.ctx, args[0])
+				if err != nil {
+					return suppressionError(cfg, args[0], err)
+				}
+				_, err = fmt.Fprintf(e.stdout, "removed %s (source %s, since %s, reason %q); mails to it are sent again\n",
+					s.Address, s.Source, operator.Stamp(&s.CreatedAt), s.Reason)
+				return err
+			})
+		},
+	}
+}
+
+// suppressionError maps a store error of a suppression command to an
+// actionable *ExitError.
+func suppressionError(cfg *config.Config, address string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%q is not on the suppression list (see `mailsvc suppression list`)", address)}
+	case errors.Is(err, store.ErrInvalidAddress):
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w: give a bare address such as ann@example.com", err)}
+	}
+	return storeError(cfg, address, err)
+}
