@@ -106,10 +106,10 @@ func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) err
 	defer abort(nil)
 	kctx, stopKeeper := context.WithCancel(hard) // renews until the last round ended
 	stepDown := func(err error) {
-		r.m.Leader.Set(0) // at once: the round in flight may take a moment to end
+		r.setLeader(false) // at once: the round in flight may take a moment to end
 		end(err)
 	}
-	r.m.Leader.Set(1)
+	r.setLeader(true)
 	r.log.Info("relay lease acquired: this replica publishes the outbox", "epoch", l.epoch, "holder", r.holder)
 	var wg sync.WaitGroup
 	r.goLeading(&wg, lctx, kctx, db, l, stepDown, abort)
@@ -135,7 +135,7 @@ func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) err
 	end(nil)
 	stopKeeper()
 	wg.Wait()
-	r.m.Leader.Set(0)
+	r.setLeader(false)
 	return r.endLeadership(soft, hard, db, l, context.Cause(lctx))
 }
 
@@ -259,5 +259,15 @@ func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, stepDown func(
 				return
 			}
 		}
+	}
+}
+
+// setLeader sets mailsvc_relay_leader and Leading.
+func (r *Relay) setLeader(on bool) {
+	r.leading.Store(on)
+	if on {
+		r.m.Leader.Set(1)
+	} else {
+		r.m.Leader.Set(0)
 	}
 }

@@ -162,23 +162,31 @@ func TestRelayHoldsTheBacklogWhileTheBrokerIsDown(t *testing.T) {
 	}
 }
 
-func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
+// Feedback nobody consumes yet: with no queue bound to the events exchange
+// every publish comes back unroutable. Within relay.unroutable_window that
+// never makes the row dead, whatever relay.max_attempts says; once a queue
+// is bound the row goes out, and its publish lag is observed once.
+func TestRelayKeepsAnUnroutableRowAliveForTheWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 1000 })
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 2; c.UnroutableWindow = time.Hour })
 	b.insert(t, feedback("1", mailtype.EmailFailed))
+	inserted := time.Now()
 	b.start(t, r) // no queue is bound to the events exchange yet
 
 	require.Eventually(t, func() bool {
-		return b.outbox(t)[0].Attempts >= 2 && b.failures(t, mailtype.ReasonUnroutable) >= 2
-	}, 20*time.Second, 10*time.Millisecond)
+		return b.outbox(t)[0].Attempts >= 5 && b.failures(t, mailtype.ReasonUnroutable) >= 5
+	}, 20*time.Second, 10*time.Millisecond, "retried past max_attempts")
 	row := b.outbox(t)[0]
 	require.Nil(t, row.PublishedAt)
-	require.Nil(t, row.DeadAt)
+	require.Nil(t, row.DeadAt, "not dead within the unroutable window")
 	require.True(t, strings.HasPrefix(row.LastError, "unroutable: "), row.LastError)
 	require.Contains(t, row.LastError, `routing key "email.failed"`)
 	require.Equal(t, 0.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))))
+	n, _ := histogram(t, b.m.PublishLag)
+	require.Zero(t, n, "no publish lag before a confirm")
 
+	bound := time.Now()
 	obs := observe(t, b.names, "email.*")
 	got := obs.WaitFor(t, 1)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
@@ -187,6 +195,26 @@ func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))) == 1
 	}, 10*time.Second, 10*time.Millisecond)
+	n, sum := histogram(t, b.m.PublishLag)
+	require.EqualValues(t, 1, n, "one row confirmed, one lag observed")
+	require.GreaterOrEqual(t, sum, bound.Sub(inserted).Seconds()-0.05,
+		"the lag counts from the row's creation, the unroutable retries included")
+}
+
+// A row that is still unroutable once it is older than the window dies
+// after relay.max_attempts, and is then listed for an operator.
+func TestRelayUnroutableRowDiesAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 2; c.UnroutableWindow = time.Hour })
+	b.insert(t, feedback("1", mailtype.EmailSent))
+	b.sc.Exec(t, `UPDATE outbox SET created_at = now() - interval '61 minutes'`)
+	b.start(t, r)
+
+	require.Eventually(t, func() bool { return b.outbox(t)[0].DeadAt != nil }, 20*time.Second, 10*time.Millisecond)
+	row := b.outbox(t)[0]
+	require.Equal(t, 2, row.Attempts)
+	require.Equal(t, 2.0, b.failures(t, mailtype.ReasonUnroutable))
 }
 
 func TestRelayDoesNotMarkANackedPublish(t *testing.T) {
@@ -249,7 +277,7 @@ func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	b.insert(t, feedback("1", mailtype.EmailSent), feedback("2", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate))
 	stuck := b.outbox(t)[0]
 	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, stuck.ID)
-	r := b.newRelay(t, nil) // MaxAttempts 3
+	r := b.newRelay(t, func(c *relay.Config) { c.UnroutableWindow = time.Nanosecond }) // MaxAttempts 3
 	b.start(t, r)
 
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 20*time.Second, 10*time.Millisecond)
