@@ -8,6 +8,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/queuestats"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
@@ -33,7 +34,9 @@ func ConsumerConfig(cfg *config.Config) consumer.Config {
 		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
 		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
 		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
-		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
+		MaxQueueLength: a.MaxQueueLength, MaxDeadLetterQueueLength: a.MaxDeadLetterQueueLength,
+		LimitsByPolicy: a.QueueLimits == "policy",
+		MaxEventAge:    cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
 		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
 		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
 	}
@@ -57,13 +60,15 @@ func senderConfig(c *config.Config) sender.Config {
 }
 
 // secretsOf lists the configured credentials that must never appear in an
-// error text: the SMTP password, the Resend API key and the database
-// password.
+// error text: the SMTP password, the Resend API key, and the passwords of
+// the database and of the management API.
 func secretsOf(c *config.Config) []string {
 	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal()}
-	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
+	for _, raw := range []string{c.Database.URL.Reveal(), c.AMQP.ManagementURL.Reveal()} {
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
 		}
 	}
 	return out
@@ -78,7 +83,7 @@ func janitorConfig(c *config.Config) sender.JanitorConfig {
 		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
-// relayConfig is the relay's part of cfg: relay.* keys,
+// relayConfig is the relay's part of cfg: relay.* keys (relay.unroutable_window too),
 // amqp.events_exchange, amqp.events_queue and amqp.declare_topology, the
 // broker reconnect backoff, and retention.window for published rows.
 // Fields without a config key keep the relay's defaults.
@@ -88,19 +93,34 @@ func relayConfig(c *config.Config) relay.Config {
 			URL: c.AMQP.URL.Reveal(), Name: "mailsvc-relay",
 			Backoff: c.AMQP.ReconnectBackoff, BackoffMax: c.AMQP.ReconnectBackoffMax,
 		},
-		Exchange:        c.AMQP.EventsExchange,
-		DeclareExchange: c.AMQP.DeclareTopology,
-		EventsQueue:     c.AMQP.EventsQueue,
-		BatchSize:       c.Relay.BatchSize,
-		PollInterval:    c.Relay.PollInterval,
-		ConfirmTimeout:  c.Relay.ConfirmTimeout,
-		MaxAttempts:     c.Relay.MaxAttempts,
-		DisableListen:   !c.Relay.Listen,
-		Lease:           c.Relay.Lease,
-		LeaseRenew:      c.Relay.LeaseRenew,
-		LeaseRetry:      c.Relay.LeaseRetry,
-		RetentionWindow: c.Retention.Window,
+		Exchange:         c.AMQP.EventsExchange,
+		DeclareExchange:  c.AMQP.DeclareTopology,
+		EventsQueue:      c.AMQP.EventsQueue,
+		BatchSize:        c.Relay.BatchSize,
+		PollInterval:     c.Relay.PollInterval,
+		ConfirmTimeout:   c.Relay.ConfirmTimeout,
+		MaxAttempts:      c.Relay.MaxAttempts,
+		DisableListen:    !c.Relay.Listen,
+		Lease:            c.Relay.Lease,
+		LeaseRenew:       c.Relay.LeaseRenew,
+		LeaseRetry:       c.Relay.LeaseRetry,
+		RetentionWindow:  c.Retention.Window,
+		UnroutableWindow: c.Relay.UnroutableWindow,
 	}
+}
+
+// queueStatsConfig is the queue reader's part of cfg: amqp.url, amqp.queue,
+// amqp.dead_letter_queue and amqp.management_url (in the vhost of
+// amqp.url).
+func queueStatsConfig(c *config.Config) queuestats.Config {
+	qc := queuestats.Config{
+		AMQP:  broker.Config{URL: c.AMQP.URL.Reveal(), Name: "mailsvc-queuestats"},
+		Input: c.AMQP.Queue, DeadLetter: c.AMQP.DeadLetterQueue,
+	}
+	if m := c.AMQP.ManagementURL.Reveal(); m != "" {
+		qc.Management = &broker.Management{BaseURL: m, Vhost: broker.Vhost(c.AMQP.URL.Reveal())}
+	}
+	return qc
 }
 
 // smtpConfig is the SMTP provider's part of cfg: smtp.*, and
