@@ -312,8 +312,10 @@ func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time
 	leaseEnd := time.Now().Add(p.cfg.Lease)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 	defer cancel()
+	began := time.Now()
 	claimed, err := p.deps.Store.ClaimMails(cctx, store.ClaimParams{
 		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID})
+	p.metrics.ClaimDuration.Observe(time.Since(began).Seconds())
 	return claimed, leaseEnd, err
 }
 
