@@ -110,12 +110,13 @@ func relayConfig(c *config.Config) relay.Config {
 }
 
 // queueStatsConfig is the queue reader's part of cfg: amqp.url, amqp.queue,
-// amqp.dead_letter_queue and amqp.management_url (in the vhost of
-// amqp.url).
+// amqp.dead_letter_queue, their length limits and amqp.management_url (in
+// the vhost of amqp.url).
 func queueStatsConfig(c *config.Config) queuestats.Config {
 	qc := queuestats.Config{
 		AMQP:  broker.Config{URL: c.AMQP.URL.Reveal(), Name: "mailsvc-queuestats"},
 		Input: c.AMQP.Queue, DeadLetter: c.AMQP.DeadLetterQueue,
+		InputMaxLength: c.AMQP.MaxQueueLength, DeadLetterMaxLength: c.AMQP.MaxDeadLetterQueueLength,
 	}
 	if m := c.AMQP.ManagementURL.Reveal(); m != "" {
 		qc.Management = &broker.Management{BaseURL: m, Vhost: broker.Vhost(c.AMQP.URL.Reveal())}

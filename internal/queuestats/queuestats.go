@@ -50,6 +50,11 @@ type Config struct {
 	Input, DeadLetter string
 	// Management, when set, is read instead of AMQP (amqp.management_url).
 	Management *broker.Management
+	// InputMaxLength and DeadLetterMaxLength are the configured length
+	// limits (amqp.max_queue_length, amqp.max_dead_letter_queue_length),
+	// exported as mailsvc_queue_max_messages so that an alert can compare
+	// the depth with them; 0 exports none.
+	InputMaxLength, DeadLetterMaxLength int
 	// Interval between reads; 0 means DefaultInterval.
 	Interval time.Duration
 }
@@ -61,6 +66,10 @@ type Metrics struct {
 	Messages *prometheus.GaugeVec
 	// Consumers is mailsvc_queue_consumers{queue}.
 	Consumers *prometheus.GaugeVec
+	// MaxMessages is mailsvc_queue_max_messages{queue}: the configured
+	// length limit (with amqp.queue_limits policy, the value the policy
+	// should carry).
+	MaxMessages *prometheus.GaugeVec
 	// Errors counts reads of a queue that failed (broker unreachable,
 	// queue missing, management API refusing).
 	Errors prometheus.Counter
@@ -78,12 +87,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_queue_consumers",
 			Help: "Consumers of mailsvc's queues as the broker counts them, read by the relay leader.",
 		}, []string{"queue"}),
+		MaxMessages: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_queue_max_messages",
+			Help: "The configured length limit of mailsvc's queues (amqp.max_queue_length, amqp.max_dead_letter_queue_length), exported by the relay leader.",
+		}, []string{"queue"}),
 		Errors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailsvc_queue_inspect_errors_total",
 			Help: "Reads of a queue's state from the broker that failed.",
 		}),
 	}
-	reg.MustRegister(m.Messages, m.Consumers, m.Errors)
+	reg.MustRegister(m.Messages, m.Consumers, m.MaxMessages, m.Errors)
 	return m
 }
 
@@ -116,7 +129,8 @@ func New(cfg Config, m *Metrics, log *slog.Logger, leading func() bool) *Reader 
 	return &Reader{cfg: cfg, m: m, log: log.With("component", "queuestats"), leading: leading}
 }
 
-// Start reads at once in the background, then every Interval, until Stop.
+// Start reads at once in the background, then every Interval and as soon
+// as leadership changes (checked every second), until Stop.
 // It follows internal/lifecycle; an unreachable broker is no error (it is
 // logged and counted, and the series are removed).
 func (r *Reader) Start(ctx context.Context) error {
@@ -135,12 +149,23 @@ func (r *Reader) Done() <-chan struct{} { return r.life.Done() }
 // Err is what ended the loop, nil while it runs.
 func (r *Reader) Err() error { return r.life.Err() }
 
+// leadershipPoll is how often the loop checks whether this replica leads,
+// so that a new leader reports within about a second of taking the lease,
+// and a replica that lost it drops its series as fast.
+const leadershipPoll = time.Second
+
 func (r *Reader) loop(ctx context.Context) {
 	defer r.disconnect()
-	t := time.NewTicker(r.cfg.Interval)
+	t := time.NewTicker(min(leadershipPoll, r.cfg.Interval))
 	defer t.Stop()
+	var last time.Time
+	led := false
 	for {
-		r.Refresh(ctx)
+		now, leads := time.Now(), r.leading()
+		if leads != led || now.Sub(last) >= r.cfg.Interval {
+			r.Refresh(ctx)
+			last, led = now, leads
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -157,11 +182,18 @@ func (r *Reader) Refresh(ctx context.Context) {
 	if !r.leading() {
 		r.m.Messages.Reset()
 		r.m.Consumers.Reset()
+		r.m.MaxMessages.Reset()
 		r.disconnect()
 		return
 	}
 	var errs []error
-	for _, q := range []struct{ label, name string }{{QueueInput, r.cfg.Input}, {QueueDeadLetter, r.cfg.DeadLetter}} {
+	for _, q := range []struct {
+		label, name string
+		max         int
+	}{{QueueInput, r.cfg.Input, r.cfg.InputMaxLength}, {QueueDeadLetter, r.cfg.DeadLetter, r.cfg.DeadLetterMaxLength}} {
+		if q.max > 0 {
+			r.m.MaxMessages.WithLabelValues(q.label).Set(float64(q.max))
+		}
 		st, err := r.read(ctx, q.name)
 		if err != nil {
 			r.m.Errors.Inc()

@@ -55,7 +55,7 @@ func TestLeaderReadsTheQueues(t *testing.T) {
 	var leading atomic.Bool
 	leading.Store(true)
 	r := queuestats.New(queuestats.Config{AMQP: broker.Config{URL: brokertest.URL()}, Input: n.Queue, DeadLetter: n.DeadLetterQueue,
-		Interval: 50 * time.Millisecond}, m, slog.New(slog.DiscardHandler), leading.Load)
+		InputMaxLength: 300, DeadLetterMaxLength: 100, Interval: 50 * time.Millisecond}, m, slog.New(slog.DiscardHandler), leading.Load)
 	require.NoError(t, r.Start(context.Background()))
 	require.Eventually(t, func() bool {
 		return testutil.CollectAndCount(m.Messages) == 2 && testutil.ToFloat64(m.Messages.WithLabelValues("input", "ready")) == 2
@@ -65,9 +65,13 @@ func TestLeaderReadsTheQueues(t *testing.T) {
 	require.Equal(t, 0.0, testutil.ToFloat64(m.Consumers.WithLabelValues("dead_letter")))
 	require.Equal(t, 2, testutil.CollectAndCount(m.Messages), "ready only: no unacked series without the management API")
 	require.Zero(t, testutil.ToFloat64(m.Errors))
+	require.Equal(t, 300.0, testutil.ToFloat64(m.MaxMessages.WithLabelValues("input")))
+	require.Equal(t, 100.0, testutil.ToFloat64(m.MaxMessages.WithLabelValues("dead_letter")))
 
 	leading.Store(false)
-	require.Eventually(t, func() bool { return testutil.CollectAndCount(m.Messages)+testutil.CollectAndCount(m.Consumers) == 0 },
+	require.Eventually(t, func() bool {
+		return testutil.CollectAndCount(m.Messages)+testutil.CollectAndCount(m.Consumers)+testutil.CollectAndCount(m.MaxMessages) == 0
+	},
 		30*time.Second, 10*time.Millisecond, "a standby exports no queue series")
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stopCancel()
