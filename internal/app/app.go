@@ -149,8 +149,8 @@ func (w *wiring) build() ([]named, error) {
 	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
 	w.wakeRelay = rel.Wake
 	// queuestats: the broker's counts of the input and dead-letter queues,
-	// read by the relay leader only.
-	parts = append(parts, named{name: "queuestats", c: queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.Leading)})
+	// read by the last known relay leader only (through a database outage too).
+	parts = append(parts, named{name: "queuestats", c: queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.LastKnownLeader)})
 	// sender (issue 4): workers sending through sender.provider, and the janitor.
 	senderParts, err := w.buildSender()
 	if err != nil {

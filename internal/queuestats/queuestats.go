@@ -1,6 +1,7 @@
 // Package queuestats reads the broker's own view of mailsvc's two queues
 // (the input queue and the dead-letter queue) into gauges, periodically, on
-// the one replica that holds the relay lease (docs/design.md, "Metrics"):
+// the one replica that holds the relay lease, or held it last while the
+// database is down (relay.Relay.LastKnownLeader; docs/design.md, "Metrics"):
 // the queue depth a producer sees and mailsvc's own counters cannot, such
 // as messages the broker dead-lettered by itself after the delivery limit,
 // or a backlog that grows while the database is down.
@@ -115,7 +116,7 @@ type Reader struct {
 }
 
 // New returns a Reader; leading says whether this replica is the one that
-// reads (the relay's Leading). Nothing runs until Start.
+// reads (the relay's LastKnownLeader). Nothing runs until Start.
 func New(cfg Config, m *Metrics, log *slog.Logger, leading func() bool) *Reader {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval

@@ -26,6 +26,7 @@ var errLeaseUnconfirmed = errors.New("relay lease not renewed in time: stepping 
 // three LeaseRetry periods first, so that a standby that reaches the
 // broker takes the lease.
 func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
+	defer r.lastLeader.Store(false)
 	for soft.Err() == nil {
 		l, ok := r.awaitLease(soft, db)
 		if !ok {
@@ -73,6 +74,7 @@ func (r *Relay) awaitLease(ctx context.Context, db *store.RelayDB) (l lease, ok 
 		case err != nil && !failing:
 			r.log.Warn("relay cannot reach the database to take the lease, retrying", "error", err, "retry_every", r.cfg.LeaseRetry.String())
 		case err == nil && !standby:
+			r.lastLeader.Store(false) // another relay holds the lease
 			r.logStandby(ctx, db)
 			standby = true
 		}
@@ -165,6 +167,7 @@ func (r *Relay) endLeadership(soft, hard context.Context, db *store.RelayDB, l l
 		cause = nil
 	}
 	if errors.Is(cause, store.ErrRelayLeaseLost) {
+		r.lastLeader.Store(false)
 		r.log.Info("relay lease lost to another replica", "epoch", l.epoch)
 		return cause
 	}
@@ -262,10 +265,12 @@ func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, stepDown func(
 	}
 }
 
-// setLeader sets mailsvc_relay_leader and Leading.
+// setLeader sets mailsvc_relay_leader; taking the lease also makes this
+// relay the last known leader (LastKnownLeader), which stepping down does
+// not undo.
 func (r *Relay) setLeader(on bool) {
-	r.leading.Store(on)
 	if on {
+		r.lastLeader.Store(true)
 		r.m.Leader.Set(1)
 	} else {
 		r.m.Leader.Set(0)

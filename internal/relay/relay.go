@@ -198,8 +198,10 @@ type Relay struct {
 	// afterConfirm, when set (tests), runs after a round's confirms and
 	// before its results are recorded.
 	afterConfirm func()
-	// leading is true while this relay holds the lease (mailsvc_relay_leader).
-	leading atomic.Bool
+	// lastLeader is true while this relay holds the lease, and after it
+	// stepped down without seeing another relay take it, until it does
+	// (LastKnownLeader).
+	lastLeader atomic.Bool
 
 	life lifecycle.Life
 }
@@ -275,10 +277,16 @@ func (r *Relay) Stop(ctx context.Context) error {
 	return r.life.Stop(ctx)
 }
 
-// Leading reports whether this relay holds the relay lease and publishes:
-// the one replica that also reads the broker's queue gauges
-// (internal/queuestats). Safe for concurrent use.
-func (r *Relay) Leading() bool { return r.leading.Load() }
+// LastKnownLeader reports whether this relay holds the relay lease, or held
+// it last as far as it knows: after it stepped down because the database
+// stopped answering (where the lease lives) it stays the last known leader
+// until it sees another relay hold the lease, or stops. That is the one
+// replica that reads the broker's queue gauges (internal/queuestats), and
+// it keeps reading them through a database outage, when no replica can
+// take the lease and those gauges matter most. During a partition that
+// lets another replica take the lease, two replicas read them for a while
+// (alerts take max across replicas). Safe for concurrent use.
+func (r *Relay) LastKnownLeader() bool { return r.lastLeader.Load() }
 
 // Done is closed once the relay has stopped and closed its connections;
 // Err then says why.

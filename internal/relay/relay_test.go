@@ -444,3 +444,40 @@ func TestRelayDeclaresTheEventsQueue(t *testing.T) {
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, brokertest.Depth(t, b.names.EventsQueue))
 }
+
+// The queue gauges follow the last known leader: a leader that loses the
+// database steps down (mailsvc_relay_leader 0) but stays the last known
+// leader, since no replica can take the lease meanwhile; once the database
+// is back and it sees another relay hold the lease, it is no longer one.
+// A stopped relay never is.
+func TestLastKnownLeaderOutlivesADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dbProxy: true})
+	first := b.newRelay(t, nil) // through the proxy
+	require.False(t, first.LastKnownLeader())
+	b.start(t, first)
+	require.Eventually(t, first.LastKnownLeader, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1.0, value(t, b.m.Leader))
+
+	b.dbProxy.Cut()
+	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 0 }, 10*time.Second, 10*time.Millisecond, "stepped down")
+	require.True(t, first.LastKnownLeader(), "no one else can lead while the database is down")
+
+	// Another relay, with a working database link, takes the lease: a
+	// partition, during which both are last known leaders.
+	m2 := relay.NewMetrics(prometheus.NewRegistry())
+	second, err := relay.New(b.cfg, b.writer, testLogger(t), m2, nil)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(context.Background()))
+	t.Cleanup(func() { stopNow(t, second) })
+	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.True(t, second.LastKnownLeader())
+	require.True(t, first.LastKnownLeader())
+
+	b.dbProxy.Restore(t)
+	require.Eventually(t, func() bool { return !first.LastKnownLeader() }, 20*time.Second, 10*time.Millisecond,
+		"the first relay sees the second hold the lease")
+	require.True(t, second.LastKnownLeader())
+	stopNow(t, second)
+	require.False(t, second.LastKnownLeader(), "a stopped relay reads no queue")
+}
