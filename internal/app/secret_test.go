@@ -60,7 +60,7 @@ type daemon struct {
 
 // secretConfig loads a config whose secrets are the known ones and whose
 // database URL (with dbSecret as password) goes through dbAddr.
-func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokertest.Names, extra map[string]string) *config.Config {
+func secretConfig(t testing.TB, sc *storetest.Schema, dbAddr string, n *brokertest.Names, extra map[string]string) *config.Config {
 	t.Helper()
 	dbURL := strings.Replace(sc.URL, "postgres://postgres@", "postgres://postgres:"+dbSecret+"@", 1)
 	px := &testproxy.Proxy{Addr: dbAddr}
@@ -83,7 +83,7 @@ func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokerte
 
 // startDaemon builds the components with the real wiring and starts them;
 // they stop at cleanup.
-func startDaemon(t *testing.T, cfg *config.Config) *daemon {
+func startDaemon(t testing.TB, cfg *config.Config) *daemon {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -116,7 +116,7 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 }
 
 // part returns the started component called name.
-func (d *daemon) part(t *testing.T, name string) Component {
+func (d *daemon) part(t testing.TB, name string) Component {
 	t.Helper()
 	for _, p := range d.parts {
 		if p.name == name {

@@ -401,3 +401,24 @@ func TestStopLetsInFlightSendsFinish(t *testing.T) {
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND attempts = 1`, id))
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
 }
+
+// After a database outage the claim backoff has grown (here to 1.6-3.2 s
+// after seven failed claims); the consumer's wake-up after its first
+// commit ends it, so the pool resumes within about poll_interval, not at
+// the end of the backoff.
+func TestWakeEndsTheClaimBackoffAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	fs := &flakyStore{Store: b.sc.Store}
+	fs.partitioned.Store(true)
+	p, m := b.start(t, testConfig(), sender.Deps{Store: fs})
+	require.Eventually(t, func() bool { n, _ := histogram(m.ClaimDuration); return n >= 7 }, 15*time.Second, time.Millisecond)
+
+	fs.partitioned.Store(false)
+	id := b.insert(t, "42")
+	woke := time.Now()
+	p.Wake()
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	took := time.Since(woke)
+	require.Less(t, took, time.Second, "resumed %s after the wake-up, not after the backoff", took)
+}
