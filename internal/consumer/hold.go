@@ -54,14 +54,13 @@ func (l *loop) retryHeld(f *flight, idx []int) {
 		refused := 0
 		var lastErr error
 		for j, err := range errs {
-			switch {
-			case err == nil:
+			if err == nil {
 				ok = append(ok, pending[j])
-			default:
-				still, lastErr = append(still, pending[j]), err
-				if isNack(err) {
-					refused++
-				}
+				continue
+			}
+			still, lastErr = append(still, pending[j]), err
+			if isNack(err) {
+				refused++
 			}
 		}
 		l.c.metrics.DeadLetterRefusals.Add(float64(refused))
