@@ -17,6 +17,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/queuestats"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
@@ -177,6 +178,9 @@ func (w *wiring) build() ([]named, error) {
 	}
 	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
 	w.wakeRelay = rel.Wake
+	// queuestats: the broker's counts of the input and dead-letter queues,
+	// read by the last known relay leader only (through a database outage too).
+	parts = append(parts, named{name: "queuestats", c: queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.LastKnownLeader)})
 	// sender (issue 4): workers sending through sender.provider, and the janitor.
 	senderParts, err := w.buildSender()
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/queuestats"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
@@ -34,7 +35,9 @@ func ConsumerConfig(cfg *config.Config) consumer.Config {
 		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
 		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
 		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
-		MaxEventAge: cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
+		MaxQueueLength: a.MaxQueueLength, MaxDeadLetterQueueLength: a.MaxDeadLetterQueueLength,
+		LimitsByPolicy: a.QueueLimits == "policy",
+		MaxEventAge:    cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
 		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
 		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
 	}
@@ -59,13 +62,19 @@ func senderConfig(c *config.Config) sender.Config {
 
 // secretsOf lists the configured credentials that must never appear in an
 // error text: the SMTP password, the Resend API key, the Resend webhook
-// signing secret, the database password and the passphrase of its sslkey
-// (sslpassword).
+// signing secret, the passwords of the database and of the management API,
+// and the passphrase of the database's sslkey (sslpassword).
 func secretsOf(c *config.Config) []string {
 	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal()}
-	if u, err := url.Parse(c.Database.URL.Reveal()); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			out = append(out, pw)
+	for _, raw := range []string{c.Database.URL.Reveal(), c.AMQP.ManagementURL.Reveal()} {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue
+		}
+		if u.User != nil {
+			if pw, ok := u.User.Password(); ok {
+				out = append(out, pw)
+			}
 		}
 		if pw := u.Query().Get("sslpassword"); pw != "" {
 			out = append(out, pw)
@@ -94,25 +103,26 @@ func BrokerConfig(c *config.Config, name string) broker.Config {
 	}
 }
 
-// relayConfig is the relay's part of cfg: relay.* keys,
+// relayConfig is the relay's part of cfg: relay.* keys (relay.unroutable_window too),
 // amqp.events_exchange, amqp.events_queue and amqp.declare_topology, the
 // broker reconnect backoff, and retention.window for published rows.
 // Fields without a config key keep the relay's defaults.
 func relayConfig(c *config.Config) relay.Config {
 	return relay.Config{
-		AMQP:            BrokerConfig(c, "mailsvc-relay"),
-		Exchange:        c.AMQP.EventsExchange,
-		DeclareExchange: c.AMQP.DeclareTopology,
-		EventsQueue:     c.AMQP.EventsQueue,
-		BatchSize:       c.Relay.BatchSize,
-		PollInterval:    c.Relay.PollInterval,
-		ConfirmTimeout:  c.Relay.ConfirmTimeout,
-		MaxAttempts:     c.Relay.MaxAttempts,
-		DisableListen:   !c.Relay.Listen,
-		Lease:           c.Relay.Lease,
-		LeaseRenew:      c.Relay.LeaseRenew,
-		LeaseRetry:      c.Relay.LeaseRetry,
-		RetentionWindow: c.Retention.Window,
+		AMQP:             BrokerConfig(c, "mailsvc-relay"),
+		Exchange:         c.AMQP.EventsExchange,
+		DeclareExchange:  c.AMQP.DeclareTopology,
+		EventsQueue:      c.AMQP.EventsQueue,
+		BatchSize:        c.Relay.BatchSize,
+		PollInterval:     c.Relay.PollInterval,
+		ConfirmTimeout:   c.Relay.ConfirmTimeout,
+		MaxAttempts:      c.Relay.MaxAttempts,
+		DisableListen:    !c.Relay.Listen,
+		Lease:            c.Relay.Lease,
+		LeaseRenew:       c.Relay.LeaseRenew,
+		LeaseRetry:       c.Relay.LeaseRetry,
+		RetentionWindow:  c.Retention.Window,
+		UnroutableWindow: c.Relay.UnroutableWindow,
 	}
 }
 
@@ -121,6 +131,21 @@ func relayConfig(c *config.Config) relay.Config {
 // remembered). Fields without a key keep the server's defaults.
 func webhookConfig(c *config.Config) webhook.Config {
 	return webhook.Config{Addr: c.Webhooks.Addr, ResendSecret: c.Webhooks.ResendSecret, RetentionWindow: c.Retention.Window}
+}
+
+// queueStatsConfig is the queue reader's part of cfg: amqp.url, amqp.queue,
+// amqp.dead_letter_queue, their length limits and amqp.management_url (in
+// the vhost of amqp.url).
+func queueStatsConfig(c *config.Config) queuestats.Config {
+	qc := queuestats.Config{
+		AMQP:  BrokerConfig(c, "mailsvc-queuestats"),
+		Input: c.AMQP.Queue, DeadLetter: c.AMQP.DeadLetterQueue,
+		InputMaxLength: c.AMQP.MaxQueueLength, DeadLetterMaxLength: c.AMQP.MaxDeadLetterQueueLength,
+	}
+	if m := c.AMQP.ManagementURL.Reveal(); m != "" {
+		qc.Management = &broker.Management{BaseURL: m, Vhost: broker.Vhost(c.AMQP.URL.Reveal())}
+	}
+	return qc
 }
 
 // smtpConfig is the SMTP provider's part of cfg: smtp.* (smtp.tls_* as

@@ -66,17 +66,20 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		eff := mapped.WithDefaults()
 		// No key: the consumer's own.
 		eff.MaxInFlight, eff.RetryBackoff, eff.RetryBackoffMax = mapped.MaxInFlight, mapped.RetryBackoff, mapped.RetryBackoffMax
-		eff.StatementTimeout, eff.ConfirmTimeout = mapped.StatementTimeout, mapped.ConfirmTimeout
+		eff.StatementTimeout, eff.ConfirmTimeout, eff.HoldBackoffMax = mapped.StatementTimeout, mapped.ConfirmTimeout, mapped.HoldBackoffMax
 		require.Equal(t, mapped, eff, "WithDefaults changed a field a key sets")
 		own := consumer.Config{}.WithDefaults()
 		for name, pair := range map[string][2]any{
-			"amqp.prefetch":              {mapped.Prefetch, own.Prefetch},
-			"amqp.batch_size":            {mapped.BatchSize, own.BatchSize},
-			"amqp.delivery_limit":        {mapped.DeliveryLimit, own.DeliveryLimit},
-			"amqp.max_message_bytes":     {mapped.MaxMessageBytes, own.MaxMessageBytes},
-			"amqp.reconnect_backoff":     {mapped.ReconnectBackoff, own.ReconnectBackoff},
-			"amqp.reconnect_backoff_max": {mapped.ReconnectBackoffMax, own.ReconnectBackoffMax},
-			"mail.max_event_age":         {mapped.MaxEventAge, own.MaxEventAge},
+			"amqp.prefetch":                     {mapped.Prefetch, own.Prefetch},
+			"amqp.batch_size":                   {mapped.BatchSize, own.BatchSize},
+			"amqp.delivery_limit":               {mapped.DeliveryLimit, own.DeliveryLimit},
+			"amqp.max_message_bytes":            {mapped.MaxMessageBytes, own.MaxMessageBytes},
+			"amqp.reconnect_backoff":            {mapped.ReconnectBackoff, own.ReconnectBackoff},
+			"amqp.reconnect_backoff_max":        {mapped.ReconnectBackoffMax, own.ReconnectBackoffMax},
+			"mail.max_event_age":                {mapped.MaxEventAge, own.MaxEventAge},
+			"amqp.max_queue_length":             {mapped.MaxQueueLength, own.MaxQueueLength},
+			"amqp.max_dead_letter_queue_length": {mapped.MaxDeadLetterQueueLength, own.MaxDeadLetterQueueLength},
+			"amqp.queue_limits":                 {mapped.LimitsByPolicy, own.LimitsByPolicy},
 		} {
 			require.Equal(t, pair[0], pair[1], name)
 		}
@@ -112,14 +115,15 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		eff := mapped.WithDefaults()
 		own := relay.Config{}.WithDefaults()
 		for name, v := range map[string][3]any{
-			"relay.batch_size":      {eff.BatchSize, mapped.BatchSize, own.BatchSize},
-			"relay.poll_interval":   {eff.PollInterval, mapped.PollInterval, own.PollInterval},
-			"relay.confirm_timeout": {eff.ConfirmTimeout, mapped.ConfirmTimeout, own.ConfirmTimeout},
-			"relay.max_attempts":    {eff.MaxAttempts, mapped.MaxAttempts, own.MaxAttempts},
-			"relay.lease":           {eff.Lease, mapped.Lease, own.Lease},
-			"relay.lease_renew":     {eff.LeaseRenew, mapped.LeaseRenew, own.LeaseRenew},
-			"relay.lease_retry":     {eff.LeaseRetry, mapped.LeaseRetry, own.LeaseRetry},
-			"relay.listen":          {!eff.DisableListen, !mapped.DisableListen, !own.DisableListen},
+			"relay.batch_size":        {eff.BatchSize, mapped.BatchSize, own.BatchSize},
+			"relay.poll_interval":     {eff.PollInterval, mapped.PollInterval, own.PollInterval},
+			"relay.confirm_timeout":   {eff.ConfirmTimeout, mapped.ConfirmTimeout, own.ConfirmTimeout},
+			"relay.max_attempts":      {eff.MaxAttempts, mapped.MaxAttempts, own.MaxAttempts},
+			"relay.lease":             {eff.Lease, mapped.Lease, own.Lease},
+			"relay.lease_renew":       {eff.LeaseRenew, mapped.LeaseRenew, own.LeaseRenew},
+			"relay.lease_retry":       {eff.LeaseRetry, mapped.LeaseRetry, own.LeaseRetry},
+			"relay.listen":            {!eff.DisableListen, !mapped.DisableListen, !own.DisableListen},
+			"relay.unroutable_window": {eff.UnroutableWindow, mapped.UnroutableWindow, own.UnroutableWindow},
 		} {
 			require.Equal(t, v[0], v[1], "%s: WithDefaults changed a field a key sets", name)
 			require.Equal(t, v[1], v[2], "%s: the relay's own default differs", name)

@@ -23,7 +23,7 @@ import (
 )
 
 // get fetches path from the server and returns the status and body.
-func get(t *testing.T, addr, path string) (int, string) {
+func get(t testing.TB, addr, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ type daemon struct {
 
 // secretConfig loads a config whose secrets are the known ones and whose
 // database URL (with dbSecret as password) goes through dbAddr.
-func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokertest.Names, extra map[string]string) *config.Config {
+func secretConfig(t testing.TB, sc *storetest.Schema, dbAddr string, n *brokertest.Names, extra map[string]string) *config.Config {
 	t.Helper()
 	dbURL := strings.Replace(sc.URL, "postgres://postgres@", "postgres://postgres:"+dbSecret+"@", 1)
 	px := &testproxy.Proxy{Addr: dbAddr}
@@ -88,7 +89,7 @@ func secretConfig(t *testing.T, sc *storetest.Schema, dbAddr string, n *brokerte
 
 // startDaemon builds the components with the real wiring and starts them;
 // they stop at cleanup.
-func startDaemon(t *testing.T, cfg *config.Config) *daemon {
+func startDaemon(t testing.TB, cfg *config.Config) *daemon {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -121,7 +122,7 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 }
 
 // part returns the started component called name.
-func (d *daemon) part(t *testing.T, name string) Component {
+func (d *daemon) part(t testing.TB, name string) Component {
 	t.Helper()
 	for _, p := range d.parts {
 		if p.name == name {
@@ -235,4 +236,34 @@ func TestKnownSecretStaysOutOfLastError(t *testing.T) {
 	_, metrics := get(t, d.http.addr, "/metrics")
 	requireNoSecret(t, "/metrics", metrics)
 	requireNoSecret(t, "logs", d.logs.String())
+}
+
+// The management API's password (amqp.management_url) is a secret too:
+// a management API that refuses it, and the effective config in the logs,
+// never show it.
+func TestManagementPasswordNeverLeaks(t *testing.T) {
+	t.Parallel()
+	const mgmtSecret = "mgmt-S3cret-pw-91"
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"not_authorised","reason":"Login failed"}`))
+	}))
+	defer api.Close()
+	sc := storetest.New(t)
+	px := testproxy.New(t, testproxy.HostPort(t, sc.URL, "5432"))
+	cfg := secretConfig(t, sc, px.Addr, brokertest.New(t), map[string]string{
+		"MAILSVC_AMQP_MANAGEMENT_URL": strings.Replace(api.URL, "http://", "http://monitor:"+mgmtSecret+"@", 1),
+	})
+	require.Contains(t, secretsOf(cfg), mgmtSecret, "error texts are scrubbed of it")
+	d := startDaemon(t, cfg)
+	slog.New(slog.NewJSONHandler(d.logs, nil)).Info("effective config", "config", cfg)
+	require.Eventually(t, func() bool {
+		return strings.Contains(d.logs.String(), "reading the queues from the broker failed")
+	}, 30*time.Second, 20*time.Millisecond, "the relay leader reads the management API")
+	logs := d.logs.String()
+	require.Contains(t, logs, "401 Unauthorized")
+	require.NotContains(t, logs, mgmtSecret)
+	_, metrics := get(t, d.http.addr, "/metrics")
+	require.NotContains(t, metrics, mgmtSecret)
+	require.NotContains(t, metrics, `mailsvc_queue_messages{`, "no queue series from a read that failed")
 }

@@ -81,3 +81,13 @@ func closedErrors(in <-chan *amqp.Error) <-chan error {
 	}()
 	return out
 }
+
+// Vhost returns the virtual host of an amqp:// URL ("/" when it names
+// none, or cannot be parsed).
+func Vhost(raw string) string {
+	u, err := amqp.ParseURI(raw)
+	if err != nil || u.Vhost == "" {
+		return "/"
+	}
+	return u.Vhost
+}

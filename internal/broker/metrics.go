@@ -2,31 +2,47 @@ package broker
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Roles of an AMQP connection, the label values of mailsvc_amqp_connected.
+// Roles of an AMQP connection, the label values of mailsvc_amqp_connected
+// and mailsvc_amqp_blocked.
 const (
 	RoleConsumer = "consumer"
 	RoleRelay    = "relay"
 )
 
-// Metrics holds mailsvc_amqp_connected. Build it once per registry (the
-// app shares it between the consumer and the relay).
+// Roles lists every role label value.
+var Roles = []string{RoleConsumer, RoleRelay}
+
+// Metrics holds mailsvc_amqp_connected and mailsvc_amqp_blocked. Build it
+// once per registry (the app shares it between the consumer and the
+// relay).
 type Metrics struct {
 	// Connected is 1 while the connection of a role is open, else 0.
 	Connected *prometheus.GaugeVec
+	// Blocked is 1 while the broker blocks the connection of a role
+	// (connection.blocked: a memory or disk alarm stops its publishes),
+	// else 0.
+	Blocked *prometheus.GaugeVec
 }
 
 // NewMetrics registers the broker metrics on reg, with both roles
 // pre-initialized to 0. It panics if they are already registered on reg
 // (a wiring bug).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "mailsvc_amqp_connected",
-		Help: "1 while the AMQP connection of the role is open, else 0.",
-	}, []string{"role"})}
-	for _, r := range []string{RoleConsumer, RoleRelay} {
-		m.Connected.WithLabelValues(r).Set(0)
+	m := &Metrics{
+		Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_amqp_connected",
+			Help: "1 while the AMQP connection of the role is open, else 0.",
+		}, []string{"role"}),
+		Blocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_amqp_blocked",
+			Help: "1 while the broker blocks the AMQP connection of the role (connection.blocked: a memory or disk alarm), else 0.",
+		}, []string{"role"}),
 	}
-	reg.MustRegister(m.Connected)
+	for _, r := range Roles {
+		m.Connected.WithLabelValues(r).Set(0)
+		m.Blocked.WithLabelValues(r).Set(0)
+	}
+	reg.MustRegister(m.Connected, m.Blocked)
 	return m
 }
 
@@ -36,9 +52,21 @@ func (m *Metrics) OnState(role string) func(bool) {
 	if m == nil {
 		return func(bool) {}
 	}
-	g := m.Connected.WithLabelValues(role)
-	return func(up bool) {
-		if up {
+	return setter(m.Connected.WithLabelValues(role))
+}
+
+// OnBlocked returns a Config.OnBlocked callback that sets the blocked gauge
+// of role; nil for a nil *Metrics.
+func (m *Metrics) OnBlocked(role string) func(bool) {
+	if m == nil {
+		return nil
+	}
+	return setter(m.Blocked.WithLabelValues(role))
+}
+
+func setter(g prometheus.Gauge) func(bool) {
+	return func(on bool) {
+		if on {
 			g.Set(1)
 		} else {
 			g.Set(0)

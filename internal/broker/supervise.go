@@ -34,6 +34,11 @@ type Config struct {
 	Backoff, BackoffMax time.Duration
 	// DialTimeout bounds the TCP and AMQP handshake; zero means 10s.
 	DialTimeout time.Duration
+	// OnBlocked, when set, is called by Supervise with true when the broker
+	// blocks the connection (connection.blocked: a memory or disk alarm,
+	// during which no publish of this connection proceeds) and with false
+	// when it unblocks it or the connection is gone. It must not block.
+	OnBlocked func(blocked bool)
 }
 
 func (c Config) withDefaults() Config {
@@ -85,7 +90,10 @@ func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState
 // short, so that the broker's return after repeated outages is met within
 // the shortest delays, not the longest. onState, when non-nil, is called
 // with true once connected and false once the connection is gone (for the
-// mailsvc_amqp_connected gauge). Supervise returns nil when ctx is done.
+// mailsvc_amqp_connected gauge). Supervise returns nil when ctx is done,
+// and a session's error that wraps ErrTopologyMismatch at once: a queue or
+// exchange that exists with other settings stays so however often one
+// reconnects, and needs an operator.
 func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session Session) error {
 	c = c.withDefaults()
 	if onState == nil {
@@ -96,6 +104,9 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(boo
 		healthy, err := runOnce(ctx, c, onState, session)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, ErrTopologyMismatch) {
+			return err
 		}
 		if healthy {
 			failures = 0
@@ -124,6 +135,9 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 	onState(true)
 	defer onState(false)
 	defer conn.Close()
+	if c.OnBlocked != nil {
+		go watchBlocked(conn.c.NotifyBlocked(make(chan amqp.Blocking, 1)), c.OnBlocked)
+	}
 	closed := conn.c.NotifyClose(make(chan *amqp.Error, 1))
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -140,4 +154,13 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 		err = errors.New("session returned while the connection is open")
 	}
 	return once.Load(), err
+}
+
+// watchBlocked reports every connection.blocked and connection.unblocked
+// of in to onBlocked, and false once in closes with its connection.
+func watchBlocked(in <-chan amqp.Blocking, onBlocked func(bool)) {
+	for b := range in {
+		onBlocked(b.Active)
+	}
+	onBlocked(false)
 }

@@ -89,6 +89,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newTemplateCmd(e),
 		newMailCmd(e),
 		newDLQCmd(e),
+		newOutboxCmd(e),
 		newEmitCmd(e),
 		newEventCmd(e),
 		newSuppressionCmd(e),
@@ -100,7 +101,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 }
 
 // requireSubcommand makes a command that only groups others (mail, dlq,
-// config, template) fail on a missing or unknown subcommand, instead of
+// outbox, config, template) fail on a missing or unknown subcommand, instead of
 // printing help and exiting 0.
 func requireSubcommand(c *cobra.Command) {
 	if c.HasSubCommands() && c.Run == nil && c.RunE == nil {

@@ -84,6 +84,22 @@ type AMQP struct {
 	// backoff (with jitter) between reconnect attempts.
 	ReconnectBackoff    time.Duration `mapstructure:"reconnect_backoff" yaml:"reconnect_backoff"`
 	ReconnectBackoffMax time.Duration `mapstructure:"reconnect_backoff_max" yaml:"reconnect_backoff_max"`
+	// MaxQueueLength is the input queue's x-max-length, in ready messages:
+	// beyond it the broker nacks the producers' publishes (x-overflow
+	// reject-publish) instead of filling its memory during an outage.
+	MaxQueueLength int `mapstructure:"max_queue_length" yaml:"max_queue_length"`
+	// MaxDeadLetterQueueLength is the dead-letter queue's x-max-length; a
+	// full one makes the consumer hold poison messages unacknowledged.
+	MaxDeadLetterQueueLength int `mapstructure:"max_dead_letter_queue_length" yaml:"max_dead_letter_queue_length"`
+	// QueueLimits is "arguments" (the lengths are queue arguments, set
+	// when mailsvc declares the queues) or "policy" (they are left out of
+	// the declarations, for queues created without them, and a RabbitMQ
+	// policy sets them).
+	QueueLimits string `mapstructure:"queue_limits" yaml:"queue_limits"`
+	// ManagementURL, when set, is RabbitMQ's management API
+	// (http://user:password@host:15672/), the one source of the input
+	// queue's unacknowledged count; "" reads the queues over AMQP.
+	ManagementURL URL `mapstructure:"management_url" yaml:"management_url"`
 }
 
 // Sender configures the sender pool.
@@ -193,6 +209,10 @@ type Relay struct {
 	LeaseRenew time.Duration `mapstructure:"lease_renew" yaml:"lease_renew"`
 	// LeaseRetry is how often a standby replica tries to take the lease.
 	LeaseRetry time.Duration `mapstructure:"lease_retry" yaml:"lease_retry"`
+	// UnroutableWindow is how long an outbox row whose publish comes back
+	// unroutable (no queue bound for it on the events exchange) is retried
+	// before relay.max_attempts can make it dead.
+	UnroutableWindow time.Duration `mapstructure:"unroutable_window" yaml:"unroutable_window"`
 }
 
 // Retention configures how long finished rows are kept.

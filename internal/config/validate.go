@@ -86,6 +86,16 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 	positive(bad, "amqp.batch_size", c.AMQP.BatchSize)
 	positive(bad, "amqp.delivery_limit", c.AMQP.DeliveryLimit)
 	positive(bad, "amqp.max_message_bytes", c.AMQP.MaxMessageBytes)
+	positive(bad, "amqp.max_queue_length", c.AMQP.MaxQueueLength)
+	positive(bad, "amqp.max_dead_letter_queue_length", c.AMQP.MaxDeadLetterQueueLength)
+	if c.AMQP.QueueLimits != "arguments" && c.AMQP.QueueLimits != "policy" {
+		bad("amqp.queue_limits", "must be arguments or policy, got %q", c.AMQP.QueueLimits)
+	}
+	if m := c.AMQP.ManagementURL.Reveal(); m != "" {
+		if u, err := url.Parse(m); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("amqp.management_url", "must be an http(s) URL such as http://user:password@rabbitmq:15672/, or empty")
+		}
+	}
 	if c.AMQP.BatchSize > c.AMQP.Prefetch {
 		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.AMQP.BatchSize, c.AMQP.Prefetch)
 	}
@@ -144,7 +154,8 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
 		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
 		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
-		"amqp.reconnect_backoff": c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
+		"relay.unroutable_window": c.Relay.UnroutableWindow,
+		"amqp.reconnect_backoff":  c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
 	} {
 		if d <= 0 {
 			bad(key, "must be a positive duration, got %s", d)

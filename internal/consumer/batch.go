@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -14,7 +16,9 @@ import (
 
 // settle finishes a recorded flight: it acks the deliveries the commit
 // settled, publishes the poison ones to the dead-letter exchange and acks
-// them once confirmed. Every ack follows the commit or confirm that
+// them once confirmed. Poison the dead-letter queue refuses (full) is held
+// unacknowledged and retried in the background (hold.go), without holding
+// up the flights behind it. Every ack follows the commit or confirm that
 // settles its delivery. An error means the channel can no longer ack this
 // batch: the session ends and the broker redelivers what was not acked.
 func (l *loop) settle(ctx context.Context, f *flight) error {
@@ -27,9 +31,10 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 			settled = append(settled, i)
 		}
 	}
-	if len(dead) == 0 {
-		// Flights settle in order, so every earlier tag on this channel is
-		// acked already and one multiple ack covers exactly this batch.
+	if len(dead) == 0 && l.held.Load() == 0 {
+		// Flights settle in order and nothing earlier is held, so every
+		// earlier tag on this channel is acked already and one multiple
+		// ack covers exactly this batch.
 		if err := l.ch.Ack(batch[len(batch)-1].Tag, len(batch) > 1); err != nil {
 			return fmt.Errorf("ack batch: %w", err)
 		}
@@ -37,14 +42,38 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 		return nil
 	}
 	// Neighbours are acked before the poison is dealt with, one by one
-	// (a multiple ack would cover the poison too).
+	// (a multiple ack would cover the poison, or a held message, too).
 	if err := l.ackEach(batch, decisions, results, settled); err != nil {
 		return err
 	}
-	if err := l.publishDead(ctx, batch, decisions, dead); err != nil {
+	if len(dead) == 0 {
+		return nil
+	}
+	refused, err := l.publishDead(ctx, batch, decisions, dead)
+	if err != nil {
 		return err
 	}
-	return l.ackEach(batch, decisions, results, dead)
+	if len(refused) > 0 {
+		l.hold(f, refused)
+	}
+	return l.ackEach(batch, decisions, results, without(dead, refused))
+}
+
+// without returns the elements of all not in some (both in order).
+func without(all, some []int) []int {
+	if len(some) == 0 {
+		return all
+	}
+	out := make([]int, 0, len(all)-len(some))
+	j := 0
+	for _, i := range all {
+		if j < len(some) && some[j] == i {
+			j++
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
 }
 
 func (l *loop) ackEach(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) error {
@@ -79,8 +108,12 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	for j, i := range idx {
 		results[i] = res[j]
+		if res[j].Outcome != mailtype.OutcomeDuplicate {
+			l.c.metrics.EventLag.Observe(max(0, now.Sub(decisions[i].OccurredAt).Seconds()))
+		}
 	}
 	l.wake(res)
 	return results, nil
@@ -143,42 +176,58 @@ func (l *loop) logRetry(err error, attempt, events int) {
 const deadLetterAttempts = 3
 
 // publishDead publishes the dead deliveries to the dead-letter exchange
-// and waits for their confirms, retrying those not confirmed (nack,
-// timeout, unroutable) with backoff. A closed publish channel, or
-// deadLetterAttempts failures, end the session instead: the messages are
-// not acked, so they come back and are dead-lettered then.
-func (l *loop) publishDead(ctx context.Context, batch []broker.Delivery, decisions []Decision, dead []int) error {
+// and waits for their confirms, retrying those not confirmed (timeout,
+// unroutable) with backoff. It returns the ones the broker nacked (the
+// dead-letter queue refuses them: full), for the caller to hold. A closed
+// publish channel, or deadLetterAttempts failures, end the session
+// instead: the messages are not acked, so they come back and are
+// dead-lettered then.
+func (l *loop) publishDead(ctx context.Context, batch []broker.Delivery, decisions []Decision, dead []int) (refused []int, err error) {
 	pending := dead
 	for attempt := 1; ; attempt++ {
-		letters := make([]deadletter.Letter, len(pending))
-		for j, i := range pending {
-			letters[j] = deadletter.Letter{Delivery: batch[i], Err: decisions[i].Err}
-		}
-		cctx, cancel := context.WithTimeout(ctx, l.c.cfg.ConfirmTimeout)
-		errs := deadletter.Publish(cctx, l.pub, l.c.cfg.DeadLetterExchange, letters)
-		cancel()
+		errs := l.publishLetters(ctx, batch, decisions, pending)
 		var failed []int
 		var lastErr error
 		for j, err := range errs {
-			if err != nil {
+			switch {
+			case err == nil:
+			case errors.Is(err, broker.ErrNacked):
+				refused = append(refused, pending[j])
+			default:
 				failed, lastErr = append(failed, pending[j]), err
 			}
 		}
 		if len(failed) == 0 {
-			return nil
+			slices.Sort(refused)
+			return refused, nil
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 		if errors.Is(lastErr, broker.ErrChannelClosed) || l.pub.IsClosed() || attempt == deadLetterAttempts {
-			return fmt.Errorf("dead-letter to %s (attempt %d): %w", l.c.cfg.DeadLetterExchange, attempt, lastErr)
+			return nil, fmt.Errorf("dead-letter to %s (attempt %d): %w", l.c.cfg.DeadLetterExchange, attempt, lastErr)
 		}
 		l.c.log.Warn("dead-lettering failed; holding the messages and retrying", "error", lastErr, "attempt", attempt, "messages", len(failed))
 		pending = failed
 		if err := l.pause(ctx, backoff.Delay(attempt, l.c.cfg.RetryBackoff, l.c.cfg.RetryBackoffMax)); err != nil {
-			return err
+			return nil, err
 		}
 	}
+}
+
+// publishLetters publishes batch[idx] to the dead-letter exchange and
+// waits for the confirms (ConfirmTimeout); one error per index. The
+// publisher is shared with the holders (hold.go), one caller at a time.
+func (l *loop) publishLetters(ctx context.Context, batch []broker.Delivery, decisions []Decision, idx []int) []error {
+	letters := make([]deadletter.Letter, len(idx))
+	for j, i := range idx {
+		letters[j] = deadletter.Letter{Delivery: batch[i], Err: decisions[i].Err}
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.c.cfg.ConfirmTimeout)
+	defer cancel()
+	l.pubMu.Lock()
+	defer l.pubMu.Unlock()
+	return deadletter.Publish(cctx, l.pub, l.c.cfg.DeadLetterExchange, letters)
 }
 
 // wake calls the in-process wake-ups after a commit.

@@ -26,6 +26,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -58,7 +59,8 @@ type Options struct {
 	// Registerer receives the consumer's Metrics; nil keeps them in a
 	// private registry.
 	Registerer prometheus.Registerer
-	// BrokerMetrics holds mailsvc_amqp_connected; nil leaves it unset.
+	// BrokerMetrics holds mailsvc_amqp_connected and mailsvc_amqp_blocked;
+	// nil leaves them unset.
 	BrokerMetrics *broker.Metrics
 	// OnMailInserted is called after a commit that inserted a pending mail
 	// (wakes the sender); OnOutboxWritten after one that wrote outbox rows
@@ -70,14 +72,15 @@ type Options struct {
 // Consumer consumes the input queue. Start and Stop follow
 // internal/lifecycle. Its methods are safe for concurrent use.
 type Consumer struct {
-	cfg      Config
-	store    Recorder
-	decider  *Decider
-	log      *slog.Logger
-	metrics  *Metrics
-	onState  func(bool)
-	onMail   func()
-	onOutbox func()
+	cfg       Config
+	store     Recorder
+	decider   *Decider
+	log       *slog.Logger
+	metrics   *Metrics
+	onState   func(bool)
+	onBlocked func(bool)
+	onMail    func()
+	onOutbox  func()
 
 	life lifecycle.Life
 	// stopping is closed by Stop (drain and finish); cancel is the hard
@@ -120,7 +123,8 @@ func New(cfg Config, o Options) (*Consumer, error) {
 			FromDomain: mailtype.AddressDomain(cfg.MailFrom), Templates: o.Templates,
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
-		onMail: o.OnMailInserted, onOutbox: o.OnOutboxWritten,
+		onBlocked: o.BrokerMetrics.OnBlocked(broker.RoleConsumer),
+		onMail:    o.OnMailInserted, onOutbox: o.OnOutboxWritten,
 	}
 	if c.onMail == nil {
 		c.onMail = nop
@@ -156,9 +160,15 @@ func (c *Consumer) run(stop, abort context.Context) error {
 		}
 	})
 	defer closeConn()
-	bcfg := broker.Config{URL: c.cfg.URL, TLS: c.cfg.TLS, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff, BackoffMax: c.cfg.ReconnectBackoffMax}
+	bcfg := broker.Config{URL: c.cfg.URL, TLS: c.cfg.TLS, Name: c.cfg.ConnectionName, Backoff: c.cfg.ReconnectBackoff,
+		BackoffMax: c.cfg.ReconnectBackoffMax, OnBlocked: c.onBlocked}
 	go c.watchStop(runCtx)
-	_ = broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session) // returns nil once runCtx is done
+	// nil once runCtx is done; a topology mismatch ends the consumer (and
+	// the daemon) with the error that says what to run.
+	if err := broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session); err != nil {
+		c.log.Error("the broker refused the topology; the consumer stops", "error", err)
+		return fmt.Errorf("consumer: %w", err)
+	}
 	return nil
 }
 

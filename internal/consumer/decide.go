@@ -55,6 +55,9 @@ type Decision struct {
 	Item store.IngestItem
 	// Err is set for ActionDeadLetter; its class is Permanent.
 	Err *mailtype.Error
+	// OccurredAt is the event's occurred_at, set for ActionRecord: where
+	// mailsvc_event_lag_seconds counts from.
+	OccurredAt time.Time
 }
 
 // Decider classifies messages without touching the broker or the
@@ -112,13 +115,21 @@ func (d *Decider) Decide(m Message) Decision {
 	}
 	if typ == mailtype.OrderCancelled {
 		item := store.IngestItem{Cancel: &store.Cancel{EventID: eventID, OrderID: orderID, Revision: rev, Template: templates.OrderConfirmed}}
-		return record(string(typ), eventID, item)
+		return record(string(typ), eventID, item).at(*env.OccurredAt)
 	}
 	mail, err := d.confirmed(&env, eventID, orderID, rev, data)
 	if err != nil {
 		return deadLetter(string(typ), eventID, err)
 	}
-	return record(string(typ), eventID, store.IngestItem{Mail: mail})
+	return record(string(typ), eventID, store.IngestItem{Mail: mail}).at(*env.OccurredAt)
+}
+
+// at sets OccurredAt on a decision to record.
+func (d Decision) at(occurred time.Time) Decision {
+	if d.Action == ActionRecord {
+		d.OccurredAt = occurred.UTC()
+	}
+	return d
 }
 
 // record is the decision to record item, or to dead-letter it when

@@ -32,7 +32,22 @@ type Metrics struct {
 	// Releases counts the times the deliveries held were given back to the
 	// broker because the database refused writes.
 	Releases prometheus.Counter
+	// DeadLetterRefusals counts dead-letter publishes the broker refused
+	// (basic.nack: the dead-letter queue is full), one per message and
+	// attempt; each refused message is held unacknowledged and retried.
+	DeadLetterRefusals prometheus.Counter
+	// DeadLettersHeld is the number of poison messages held
+	// unacknowledged now because the dead-letter queue refused them.
+	DeadLettersHeld prometheus.Gauge
+	// EventLag is the time from an event's occurred_at to the commit that
+	// recorded it, in seconds, for every event that wrote something (not
+	// duplicates, ignored or dead-lettered events).
+	EventLag prometheus.Histogram
 }
+
+// LagBuckets are the buckets of the lag histograms, in seconds: from 10 ms
+// (a healthy pipeline) to 6 h (an outage ridden out).
+var LagBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600}
 
 // NewMetrics registers the consumer metrics on reg. It panics if they are
 // already registered there (a wiring bug).
@@ -67,6 +82,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_consumer_releases_total",
 			Help: "Times the held deliveries were given back to the broker because the database refused writes.",
 		}),
+		DeadLetterRefusals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mailsvc_dead_letter_refusals_total",
+			Help: "Dead-letter publishes the broker refused (the dead-letter queue is full), per message and attempt; the message is held and retried.",
+		}),
+		DeadLettersHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mailsvc_dead_letters_held",
+			Help: "Poison messages held unacknowledged because the dead-letter queue refused them.",
+		}),
+		EventLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mailsvc_event_lag_seconds",
+			Help:    "Time from an input event's occurred_at to the commit that recorded it (events that wrote something).",
+			Buckets: LagBuckets,
+		}),
 	}
 	for _, t := range []string{string(mailtype.OrderConfirmed), string(mailtype.OrderCancelled), eventTypeOther} {
 		for _, o := range mailtype.Outcomes {
@@ -76,7 +104,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range mailtype.DeadLetterReasons {
 		m.DeadLettered.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration, m.Sessions, m.IngestRetries, m.Redelivered, m.Releases)
+	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration, m.Sessions, m.IngestRetries, m.Redelivered, m.Releases,
+		m.DeadLetterRefusals, m.DeadLettersHeld, m.EventLag)
 	return m
 }
 

@@ -48,6 +48,7 @@ func (l *loop) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	l.end = cancel
+	l.holdCtx, l.stopHolds = context.WithCancel(ctx)
 	flights := make(chan *flight, l.c.cfg.MaxInFlight-1)
 	settled := make(chan error, 1)
 	go func() { settled <- l.settleInOrder(ctx, cancel, flights) }()
@@ -58,6 +59,10 @@ func (l *loop) run(ctx context.Context) error {
 	}
 	settleErr := <-settled
 	l.recorders.Wait()
+	if n := l.held.Load(); n > 0 {
+		l.c.log.Warn("dead letters the dead-letter queue refused go back to the queue", "messages", n)
+	}
+	l.endHolds()
 	switch {
 	case l.released.Load():
 		return errWritesRefused

@@ -172,6 +172,16 @@ type loop struct {
 	// that ends it to give the deliveries back (refusal.go).
 	end      context.CancelFunc
 	released atomic.Bool
+	// pubMu serializes the dead-letter publishes of settle and the
+	// holders (a Publisher is not safe for concurrent use).
+	pubMu sync.Mutex
+	// held counts the deliveries held because the dead-letter queue
+	// refused them (hold.go); holders are their goroutines, which run
+	// under holdCtx until stopHolds (set by run).
+	held      atomic.Int64
+	holders   sync.WaitGroup
+	holdCtx   context.Context
+	stopHolds context.CancelFunc
 }
 
 // collect returns first and whatever else has already arrived, up to the

@@ -26,6 +26,7 @@ var errLeaseUnconfirmed = errors.New("relay lease not renewed in time: stepping 
 // three LeaseRetry periods first, so that a standby that reaches the
 // broker takes the lease.
 func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
+	defer r.lastLeader.Store(false)
 	for soft.Err() == nil {
 		l, ok := r.awaitLease(soft, db)
 		if !ok {
@@ -73,6 +74,7 @@ func (r *Relay) awaitLease(ctx context.Context, db *store.RelayDB) (l lease, ok 
 		case err != nil && !failing:
 			r.log.Warn("relay cannot reach the database to take the lease, retrying", "error", err, "retry_every", r.cfg.LeaseRetry.String())
 		case err == nil && !standby:
+			r.lastLeader.Store(false) // another relay holds the lease
 			r.logStandby(ctx, db)
 			standby = true
 		}
@@ -106,10 +108,10 @@ func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) err
 	defer abort(nil)
 	kctx, stopKeeper := context.WithCancel(hard) // renews until the last round ended
 	stepDown := func(err error) {
-		r.m.Leader.Set(0) // at once: the round in flight may take a moment to end
+		r.setLeader(false) // at once: the round in flight may take a moment to end
 		end(err)
 	}
-	r.m.Leader.Set(1)
+	r.setLeader(true)
 	r.log.Info("relay lease acquired: this replica publishes the outbox", "epoch", l.epoch, "holder", r.holder)
 	var wg sync.WaitGroup
 	r.goLeading(&wg, lctx, kctx, db, l, stepDown, abort)
@@ -135,7 +137,7 @@ func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) err
 	end(nil)
 	stopKeeper()
 	wg.Wait()
-	r.m.Leader.Set(0)
+	r.setLeader(false)
 	return r.endLeadership(soft, hard, db, l, context.Cause(lctx))
 }
 
@@ -165,6 +167,7 @@ func (r *Relay) endLeadership(soft, hard context.Context, db *store.RelayDB, l l
 		cause = nil
 	}
 	if errors.Is(cause, store.ErrRelayLeaseLost) {
+		r.lastLeader.Store(false)
 		r.log.Info("relay lease lost to another replica", "epoch", l.epoch)
 		return cause
 	}
@@ -259,5 +262,17 @@ func (r *Relay) watchBroker(ctx context.Context, bw *brokerWatch, stepDown func(
 				return
 			}
 		}
+	}
+}
+
+// setLeader sets mailsvc_relay_leader; taking the lease also makes this
+// relay the last known leader (LastKnownLeader), which stepping down does
+// not undo.
+func (r *Relay) setLeader(on bool) {
+	if on {
+		r.lastLeader.Store(true)
+		r.m.Leader.Set(1)
+	} else {
+		r.m.Leader.Set(0)
 	}
 }

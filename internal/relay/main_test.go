@@ -89,7 +89,8 @@ func testConfig(amqpURL, exchange string) relay.Config {
 		AMQP:     broker.Config{URL: amqpURL, Name: "mailsvc-relay-test", Backoff: 50 * time.Millisecond, BackoffMax: 300 * time.Millisecond},
 		Exchange: exchange, DeclareExchange: true,
 		BatchSize: 50, PollInterval: 200 * time.Millisecond, ConfirmTimeout: 5 * time.Second, MaxAttempts: 3,
-		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, Lease: 3 * time.Second, LeaseRenew: time.Second, LeaseRetry: 100 * time.Millisecond,
+		RetryBackoff: 20 * time.Millisecond, RetryBackoffMax: 100 * time.Millisecond, UnroutableBackoffMax: 100 * time.Millisecond,
+		Lease: 3 * time.Second, LeaseRenew: time.Second, LeaseRetry: 100 * time.Millisecond,
 		BrokerStepDown: 400 * time.Millisecond, ReconnectBackoff: 50 * time.Millisecond, ReconnectBackoffMax: 300 * time.Millisecond,
 	}
 }
@@ -182,6 +183,14 @@ func value(t testing.TB, m prometheus.Metric) float64 {
 		return d.Counter.GetValue()
 	}
 	return d.Gauge.GetValue()
+}
+
+// histogram returns the sample count and sum of a histogram.
+func histogram(t testing.TB, h prometheus.Histogram) (count uint64, sum float64) {
+	t.Helper()
+	var d dto.Metric
+	require.NoError(t, h.Write(&d))
+	return d.Histogram.GetSampleCount(), d.Histogram.GetSampleSum()
 }
 
 func (b *bundle) failures(t testing.TB, reason mailtype.Reason) float64 {

@@ -24,6 +24,10 @@ type Metrics struct {
 	// Leader is 1 on the replica that holds the relay lease and publishes,
 	// else 0; it drops to 0 as soon as the leader decides to step down.
 	Leader prometheus.Gauge
+	// PublishLag is the time from an outbox row's created_at (the
+	// database's clock, when the state change it reports committed) to
+	// the broker's confirm of its publish, in seconds.
+	PublishLag prometheus.Histogram
 }
 
 // NewMetrics registers the relay metrics on reg with every label value
@@ -43,6 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_relay_leader",
 			Help: "1 on the replica holding the relay lease (the active relay), else 0.",
 		}),
+		PublishLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mailsvc_outbox_publish_lag_seconds",
+			Help:    "Time from an outbox row's creation to the broker's confirm of its publish.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400},
+		}),
 	}
 	for _, t := range mailtype.OutputEventTypes {
 		m.Published.WithLabelValues(string(t))
@@ -50,6 +59,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range FailureReasons {
 		m.Failures.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.Published, m.Failures, m.Leader)
+	reg.MustRegister(m.Published, m.Failures, m.Leader, m.PublishLag)
 	return m
 }

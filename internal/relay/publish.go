@@ -202,11 +202,17 @@ func (r *Relay) results(rows []store.OutboxRow, errs []error) ([]int64, []store.
 			continue
 		}
 		reason, own := classify(errs[i])
+		mayDie, retryMax := own || acked, r.cfg.RetryBackoffMax
+		if reason == mailtype.ReasonUnroutable {
+			// Nobody has bound a queue for it yet: not the row's fault
+			// until the window is over.
+			mayDie, retryMax = time.Since(row.CreatedAt) >= r.cfg.UnroutableWindow, r.cfg.UnroutableBackoffMax
+		}
 		failed = append(failed, store.OutboxFailure{
 			ID:      row.ID,
 			Error:   describe(reason, errs[i], row),
-			RetryIn: backoff.Delay(row.Attempts+1, r.cfg.RetryBackoff, r.cfg.RetryBackoffMax),
-			MayDie:  own || acked,
+			RetryIn: backoff.Delay(row.Attempts+1, r.cfg.RetryBackoff, retryMax),
+			MayDie:  mayDie,
 		})
 	}
 	return published, failed
@@ -246,9 +252,11 @@ func describe(reason mailtype.Reason, err error, row store.OutboxRow) string {
 func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.OutboxAttempt) {
 	failures := map[mailtype.Reason]int{}
 	var first error
+	now := time.Now()
 	for i, row := range rows {
 		if errs[i] == nil {
 			r.m.Published.WithLabelValues(row.EventType).Inc()
+			r.m.PublishLag.Observe(max(0, now.Sub(row.CreatedAt).Seconds()))
 			continue
 		}
 		reason, _ := classify(errs[i])

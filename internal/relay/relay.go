@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -67,6 +68,16 @@ type Config struct {
 	// before a failed row is retried (exponential, jittered); 0 means 1s
 	// and 1m.
 	RetryBackoff, RetryBackoffMax time.Duration
+	// UnroutableWindow is how long a row whose publishes come back
+	// unroutable (no queue bound to its exchange for its routing key: the
+	// order services have not bound theirs yet, or one is being
+	// re-created) is retried before it may die (relay.unroutable_window);
+	// 0 means 24h. Until then an unroutable publish never counts toward
+	// MaxAttempts, measured from the row's created_at.
+	UnroutableWindow time.Duration
+	// UnroutableBackoffMax is the largest delay between two publishes of a
+	// row that came back unroutable; 0 means 5m.
+	UnroutableBackoffMax time.Duration
 	// Lease is how long the relay lease lasts after each renewal, on the
 	// database's clock (relay.lease); 0 means 15s. It bounds how long the
 	// outbox waits when a leader vanishes without a word.
@@ -107,6 +118,8 @@ func (c Config) WithDefaults() Config {
 	setDur(&c.ConfirmTimeout, 10*time.Second)
 	setDur(&c.RetryBackoff, time.Second)
 	setDur(&c.RetryBackoffMax, time.Minute)
+	setDur(&c.UnroutableWindow, 24*time.Hour)
+	setDur(&c.UnroutableBackoffMax, 5*time.Minute)
 	setDur(&c.Lease, 15*time.Second)
 	setDur(&c.LeaseRenew, 5*time.Second)
 	setDur(&c.LeaseRetry, 2*time.Second)
@@ -151,6 +164,7 @@ func (c Config) Validate() error {
 		"PollInterval": c.PollInterval, "ConfirmTimeout": c.ConfirmTimeout, "RetryBackoff": c.RetryBackoff,
 		"RetryBackoffMax": c.RetryBackoffMax, "Lease": c.Lease, "LeaseRenew": c.LeaseRenew, "LeaseRetry": c.LeaseRetry,
 		"BrokerStepDown": c.BrokerStepDown, "ReconnectBackoff": c.ReconnectBackoff,
+		"UnroutableWindow": c.UnroutableWindow, "UnroutableBackoffMax": c.UnroutableBackoffMax,
 		"ReconnectBackoffMax": c.ReconnectBackoffMax, "RetentionInterval": c.RetentionInterval,
 	} {
 		if d <= 0 {
@@ -184,18 +198,24 @@ type Relay struct {
 	// afterConfirm, when set (tests), runs after a round's confirms and
 	// before its results are recorded.
 	afterConfirm func()
+	// lastLeader is true while this relay holds the lease, and after it
+	// stepped down without seeing another relay take it, until it does
+	// (LastKnownLeader).
+	lastLeader atomic.Bool
 
 	life lifecycle.Life
 }
 
 // New returns a relay that publishes st's outbox. cfg is completed with
 // WithDefaults and validated; the error lists every invalid field. m must
-// not be nil; bm may be nil (no mailsvc_amqp_connected gauge).
+// not be nil; bm may be nil (no mailsvc_amqp_connected and
+// mailsvc_amqp_blocked gauges).
 func New(cfg Config, st *store.Store, log *slog.Logger, m *Metrics, bm *broker.Metrics) (*Relay, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg.AMQP.OnBlocked = bm.OnBlocked(broker.RoleRelay)
 	return &Relay{
 		cfg: cfg, st: st, log: log.With("component", "relay"), m: m,
 		onConn: bm.OnState(broker.RoleRelay), wake: make(chan struct{}, 1), holder: holderName(cfg.Name),
@@ -256,6 +276,17 @@ func (r *Relay) Start(ctx context.Context) error {
 func (r *Relay) Stop(ctx context.Context) error {
 	return r.life.Stop(ctx)
 }
+
+// LastKnownLeader reports whether this relay holds the relay lease, or held
+// it last as far as it knows: after it stepped down because the database
+// stopped answering (where the lease lives) it stays the last known leader
+// until it sees another relay hold the lease, or stops. That is the one
+// replica that reads the broker's queue gauges (internal/queuestats), and
+// it keeps reading them through a database outage, when no replica can
+// take the lease and those gauges matter most. During a partition that
+// lets another replica take the lease, two replicas read them for a while
+// (alerts take max across replicas). Safe for concurrent use.
+func (r *Relay) LastKnownLeader() bool { return r.lastLeader.Load() }
 
 // Done is closed once the relay has stopped and closed its connections;
 // Err then says why.

@@ -162,23 +162,31 @@ func TestRelayHoldsTheBacklogWhileTheBrokerIsDown(t *testing.T) {
 	}
 }
 
-func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
+// Feedback nobody consumes yet: with no queue bound to the events exchange
+// every publish comes back unroutable. Within relay.unroutable_window that
+// never makes the row dead, whatever relay.max_attempts says; once a queue
+// is bound the row goes out, and its publish lag is observed once.
+func TestRelayKeepsAnUnroutableRowAliveForTheWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 1000 })
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 2; c.UnroutableWindow = time.Hour })
 	b.insert(t, feedback("1", mailtype.EmailFailed))
+	inserted := time.Now()
 	b.start(t, r) // no queue is bound to the events exchange yet
 
 	require.Eventually(t, func() bool {
-		return b.outbox(t)[0].Attempts >= 2 && b.failures(t, mailtype.ReasonUnroutable) >= 2
-	}, 20*time.Second, 10*time.Millisecond)
+		return b.outbox(t)[0].Attempts >= 5 && b.failures(t, mailtype.ReasonUnroutable) >= 5
+	}, 20*time.Second, 10*time.Millisecond, "retried past max_attempts")
 	row := b.outbox(t)[0]
 	require.Nil(t, row.PublishedAt)
-	require.Nil(t, row.DeadAt)
+	require.Nil(t, row.DeadAt, "not dead within the unroutable window")
 	require.True(t, strings.HasPrefix(row.LastError, "unroutable: "), row.LastError)
 	require.Contains(t, row.LastError, `routing key "email.failed"`)
 	require.Equal(t, 0.0, value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))))
+	n, _ := histogram(t, b.m.PublishLag)
+	require.Zero(t, n, "no publish lag before a confirm")
 
+	bound := time.Now()
 	obs := observe(t, b.names, "email.*")
 	got := obs.WaitFor(t, 1)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 1 }, 10*time.Second, 10*time.Millisecond)
@@ -187,6 +195,26 @@ func TestRelayDoesNotMarkAnUnroutablePublish(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return value(t, b.m.Published.WithLabelValues(string(mailtype.EmailFailed))) == 1
 	}, 10*time.Second, 10*time.Millisecond)
+	n, sum := histogram(t, b.m.PublishLag)
+	require.EqualValues(t, 1, n, "one row confirmed, one lag observed")
+	require.GreaterOrEqual(t, sum, bound.Sub(inserted).Seconds()-0.05,
+		"the lag counts from the row's creation, the unroutable retries included")
+}
+
+// A row that is still unroutable once it is older than the window dies
+// after relay.max_attempts, and is then listed for an operator.
+func TestRelayUnroutableRowDiesAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 2; c.UnroutableWindow = time.Hour })
+	b.insert(t, feedback("1", mailtype.EmailSent))
+	b.sc.Exec(t, `UPDATE outbox SET created_at = now() - interval '61 minutes'`)
+	b.start(t, r)
+
+	require.Eventually(t, func() bool { return b.outbox(t)[0].DeadAt != nil }, 20*time.Second, 10*time.Millisecond)
+	row := b.outbox(t)[0]
+	require.Equal(t, 2, row.Attempts)
+	require.Equal(t, 2.0, b.failures(t, mailtype.ReasonUnroutable))
 }
 
 func TestRelayDoesNotMarkANackedPublish(t *testing.T) {
@@ -249,7 +277,7 @@ func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	b.insert(t, feedback("1", mailtype.EmailSent), feedback("2", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate))
 	stuck := b.outbox(t)[0]
 	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, stuck.ID)
-	r := b.newRelay(t, nil) // MaxAttempts 3
+	r := b.newRelay(t, func(c *relay.Config) { c.UnroutableWindow = time.Nanosecond }) // MaxAttempts 3
 	b.start(t, r)
 
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 20*time.Second, 10*time.Millisecond)
@@ -415,4 +443,41 @@ func TestRelayDeclaresTheEventsQueue(t *testing.T) {
 	b.start(t, r)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, 2, brokertest.Depth(t, b.names.EventsQueue))
+}
+
+// The queue gauges follow the last known leader: a leader that loses the
+// database steps down (mailsvc_relay_leader 0) but stays the last known
+// leader, since no replica can take the lease meanwhile; once the database
+// is back and it sees another relay hold the lease, it is no longer one.
+// A stopped relay never is.
+func TestLastKnownLeaderOutlivesADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{dbProxy: true})
+	first := b.newRelay(t, nil) // through the proxy
+	require.False(t, first.LastKnownLeader())
+	b.start(t, first)
+	require.Eventually(t, first.LastKnownLeader, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1.0, value(t, b.m.Leader))
+
+	b.dbProxy.Cut()
+	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 0 }, 10*time.Second, 10*time.Millisecond, "stepped down")
+	require.True(t, first.LastKnownLeader(), "no one else can lead while the database is down")
+
+	// Another relay, with a working database link, takes the lease: a
+	// partition, during which both are last known leaders.
+	m2 := relay.NewMetrics(prometheus.NewRegistry())
+	second, err := relay.New(b.cfg, b.writer, testLogger(t), m2, nil)
+	require.NoError(t, err)
+	require.NoError(t, second.Start(context.Background()))
+	t.Cleanup(func() { stopNow(t, second) })
+	require.Eventually(t, func() bool { return value(t, m2.Leader) == 1 }, 20*time.Second, 10*time.Millisecond)
+	require.True(t, second.LastKnownLeader())
+	require.True(t, first.LastKnownLeader())
+
+	b.dbProxy.Restore(t)
+	require.Eventually(t, func() bool { return !first.LastKnownLeader() }, 20*time.Second, 10*time.Millisecond,
+		"the first relay sees the second hold the lease")
+	require.True(t, second.LastKnownLeader())
+	stopNow(t, second)
+	require.False(t, second.LastKnownLeader(), "a stopped relay reads no queue")
 }

@@ -121,6 +121,15 @@ func value(c prometheus.Counter) float64 {
 	return d.GetCounter().GetValue()
 }
 
+// histogram reads a histogram's sample count and sum.
+func histogram(h prometheus.Histogram) (uint64, float64) {
+	var d dto.Metric
+	if err := h.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetHistogram().GetSampleCount(), d.GetHistogram().GetSampleSum()
+}
+
 // flakyStore injects database faults into a real store.
 type flakyStore struct {
 	sender.Store

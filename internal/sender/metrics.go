@@ -42,6 +42,14 @@ type Metrics struct {
 	// lease that expired mid-send, a reused idempotency key), by what
 	// follows: NextRetry (sent again) or NextUnknown (ends unknown).
 	Ambiguous *prometheus.CounterVec
+	// DeliveryLag is mailsvc_delivery_lag_seconds: from the event's
+	// occurred_at (the row's creation when it has none, as for a
+	// cancellation notice) to the provider's acceptance of the mail, in
+	// seconds, once per accepted send.
+	DeliveryLag prometheus.Histogram
+	// ClaimDuration is mailsvc_claim_duration_seconds: one claim statement
+	// (store.ClaimMails), found rows or not, failed or not, in seconds.
+	ClaimDuration prometheus.Histogram
 }
 
 // Labels of mailsvc_ambiguous_outcomes_total's next.
@@ -88,6 +96,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_ambiguous_outcomes_total",
 			Help: "Sends whose outcome is unknown (the mail may have been delivered), by provider and what follows (retry, unknown).",
 		}, []string{"provider", "next"}),
+		DeliveryLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mailsvc_delivery_lag_seconds",
+			Help:    "Time from an event's occurred_at to the provider's acceptance of its mail.",
+			Buckets: []float64{.025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400},
+		}),
+		ClaimDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "mailsvc_claim_duration_seconds",
+			Help:    "Duration of one claim statement of the sender pool.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
 	}
 	for _, p := range Providers {
 		m.Duration.WithLabelValues(p)
@@ -98,7 +116,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Ambiguous.WithLabelValues(p, NextUnknown)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous)
+		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration)
 	}
 	return m
 }

@@ -240,7 +240,7 @@ func (p *Pool) dispatch(ctx context.Context) {
 		case err != nil:
 			failures++
 			p.log.Warn("claim mails", "error", err, "failures", failures)
-			sleep(ctx, backoff.Delay(failures, p.cfg.PollInterval, 30*time.Second))
+			p.backOff(ctx, backoff.Delay(failures, p.cfg.PollInterval, 30*time.Second))
 		case len(claimed) < n:
 			failures = 0
 			p.waitWork(ctx)
@@ -312,8 +312,10 @@ func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time
 	leaseEnd := time.Now().Add(p.cfg.Lease)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 	defer cancel()
+	began := time.Now()
 	claimed, err := p.deps.Store.ClaimMails(cctx, store.ClaimParams{
 		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID})
+	p.metrics.ClaimDuration.Observe(time.Since(began).Seconds())
 	return claimed, leaseEnd, err
 }
 
@@ -346,6 +348,24 @@ func (p *Pool) waitHold(ctx context.Context) bool {
 // waitWork waits for a wake-up, the poll interval or ctx.
 func (p *Pool) waitWork(ctx context.Context) {
 	t := time.NewTimer(p.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-p.wake:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// backOff waits d after a failed claim, or less: a wake-up (the consumer
+// committed a mail, so the database answers again) ends the wait once
+// PollInterval has passed, so that after an outage the pool resumes
+// within about PollInterval of the first commit instead of a backoff of up
+// to 30 s, while a claim that keeps failing on a working database is
+// retried at most once per PollInterval.
+func (p *Pool) backOff(ctx context.Context, d time.Duration) {
+	floor := min(d, p.cfg.PollInterval)
+	sleep(ctx, floor)
+	t := time.NewTimer(d - floor)
 	defer t.Stop()
 	select {
 	case <-p.wake:

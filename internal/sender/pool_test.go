@@ -21,10 +21,16 @@ func TestDeferredTwiceThenDeliveredOnce(t *testing.T) {
 	b := setup(t, smtptest.Options{})
 	b.srv.Inject(smtptest.Data, smtptest.Reply(451, "try later"), smtptest.Reply(451, "try later"))
 	id := b.insert(t, "42")
+	b.sc.Exec(t, `UPDATE mail SET occurred_at = now() - interval '1 hour' WHERE id = $1`, id)
 	_, m := b.start(t, testConfig(), sender.Deps{})
 
 	b.waitRow(t, id, mailtype.StatusSent, 3)
 	require.Equal(t, 1, b.srv.Count())
+	n, sum := histogram(m.DeliveryLag)
+	require.EqualValues(t, 1, n, "one send accepted, one delivery lag")
+	require.InDelta(t, 3600, sum, 30, "counted from occurred_at")
+	n, _ = histogram(m.ClaimDuration)
+	require.GreaterOrEqual(t, n, uint64(3), "each of the three claims was timed")
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
 	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 2)
@@ -42,6 +48,8 @@ func TestRejectedMailFails(t *testing.T) {
 
 	b.waitRow(t, id, mailtype.StatusFailed, 1)
 	require.Equal(t, 0, b.srv.Count())
+	n, _ := histogram(m.DeliveryLag)
+	require.Zero(t, n, "nothing accepted")
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailFailed))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM outbox WHERE payload->'data'->>'error_reason' = 'rejected'
 		AND payload->'data'->>'error_class' = 'permanent' AND payload::text NOT LIKE '%b@example.com%'`))
@@ -392,4 +400,25 @@ func TestStopLetsInFlightSendsFinish(t *testing.T) {
 	require.NoError(t, <-stopped)
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND attempts = 1`, id))
 	require.EqualValues(t, 1, b.events(t, mailtype.EmailSent))
+}
+
+// After a database outage the claim backoff has grown (here to 1.6-3.2 s
+// after seven failed claims); the consumer's wake-up after its first
+// commit ends it, so the pool resumes within about poll_interval, not at
+// the end of the backoff.
+func TestWakeEndsTheClaimBackoffAfterAnOutage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	fs := &flakyStore{Store: b.sc.Store}
+	fs.partitioned.Store(true)
+	p, m := b.start(t, testConfig(), sender.Deps{Store: fs})
+	require.Eventually(t, func() bool { n, _ := histogram(m.ClaimDuration); return n >= 7 }, 15*time.Second, time.Millisecond)
+
+	fs.partitioned.Store(false)
+	id := b.insert(t, "42")
+	woke := time.Now()
+	p.Wake()
+	b.waitRow(t, id, mailtype.StatusSent, 1)
+	took := time.Since(woke)
+	require.Less(t, took, time.Second, "resumed %s after the wake-up, not after the backoff", took)
 }

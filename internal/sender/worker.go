@@ -149,6 +149,9 @@ func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, d
 	start := time.Now()
 	r, err := s.Send(sendCtx, p.message(m))
 	p.metrics.Duration.WithLabelValues(a.Provider).Observe(time.Since(start).Seconds())
+	if err == nil {
+		p.metrics.DeliveryLag.Observe(max(0, time.Since(m.OccurredAt).Seconds()))
+	}
 	if err != nil && hard.Err() != nil {
 		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}

@@ -39,6 +39,7 @@ type OutboxState struct {
 	EventType   string
 	Attempts    int
 	LastError   string
+	CreatedAt   time.Time
 	PublishedAt *time.Time
 	DeadAt      *time.Time
 }
@@ -47,14 +48,14 @@ type OutboxState struct {
 func Outbox(ctx context.Context, st *store.Store) ([]OutboxState, error) {
 	rows, err := testhook.Pool(st).Query(ctx, `
 SELECT id, event_id::text, coalesce(order_id, ''), routing_key, event_type, attempts,
-       coalesce(last_error, ''), published_at, dead_at
+       coalesce(last_error, ''), created_at, published_at, dead_at
 FROM outbox ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxState, error) {
 		var o OutboxState
-		err := row.Scan(&o.ID, &o.EventID, &o.OrderID, &o.RoutingKey, &o.EventType, &o.Attempts, &o.LastError, &o.PublishedAt, &o.DeadAt)
+		err := row.Scan(&o.ID, &o.EventID, &o.OrderID, &o.RoutingKey, &o.EventType, &o.Attempts, &o.LastError, &o.CreatedAt, &o.PublishedAt, &o.DeadAt)
 		return o, err
 	})
 	if err != nil {
