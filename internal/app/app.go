@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,8 @@ type named struct {
 	budget time.Duration
 }
 
-// Serve runs the daemon until ctx is cancelled or a component fails, then
+// Serve runs the daemon, the roles of serve.roles, until ctx is cancelled
+// or a component fails, then
 // stops it (stop.go) and returns within ShutdownBound(cfg): nil after a
 // stop on ctx, the component's error after a failure. It refuses to start
 // when the schema is behind (store.ErrSchemaBehind).
@@ -72,6 +74,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","))
 	return run(ctx, log, parts)
 }
 
@@ -129,41 +132,61 @@ type wiring struct {
 	wakeRelay  func()
 }
 
-// build constructs every component in start order.
+// build constructs the components of the roles in serve.roles, in start
+// order: http first (probes answer during start-up), then the relay, the
+// sender and the consumer last; stop runs in reverse, so the consumer stops
+// taking deliveries first and the relay flushes last. The stop stages
+// (stop.go) put the relay and http after the rest, so the relay publishes
+// the sender's last feedback events. Stats runs whatever the roles: its
+// gauges come from the database. A role not run registers no metric of its
+// own and no readiness check.
 func (w *wiring) build() ([]named, error) {
-	w.brokerMetrics = broker.NewMetrics(w.reg)
+	roles := w.cfg.Serve
+	var amqpRoles []string
+	if roles.HasRole(config.RoleConsumer) {
+		amqpRoles = append(amqpRoles, broker.RoleConsumer)
+	}
+	if roles.HasRole(config.RoleRelay) {
+		amqpRoles = append(amqpRoles, broker.RoleRelay)
+	}
+	if len(amqpRoles) > 0 {
+		w.brokerMetrics = broker.NewMetrics(w.reg, amqpRoles...)
+	}
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
-	// Start order: http first (probes answer during start-up), then the
-	// relay, the sender and the consumer last; stop runs in reverse, so the
-	// consumer stops taking deliveries first and the relay flushes last.
-	// The stop stages (stop.go) put the relay and http after the rest, so
-	// the relay publishes the sender's last feedback events.
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
-	// relay (issue 5): one active relay across replicas (lease row).
-	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
-	if err != nil {
-		return nil, fmt.Errorf("build relay: %w", err)
+	if roles.HasRole(config.RoleRelay) {
+		// relay (issue 5): one active relay across replicas (lease row).
+		rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+		if err != nil {
+			return nil, fmt.Errorf("build relay: %w", err)
+		}
+		parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
+		w.wakeRelay = rel.Wake
 	}
-	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
-	w.wakeRelay = rel.Wake
-	// sender (issue 4): workers sending through sender.provider, and the janitor.
-	senderParts, err := w.buildSender()
-	if err != nil {
-		return nil, err
+	if roles.HasRole(config.RoleSender) {
+		// sender (issue 4): workers sending through sender.provider, and the janitor.
+		senderParts, err := w.buildSender()
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, senderParts...)
 	}
-	parts = append(parts, senderParts...)
-	// consumer (issue 3): after the relay and the sender, so it stops before them.
-	ccfg := ConsumerConfig(w.cfg)
-	ccfg.IdempotencyNamespace = w.namespace
-	cons, err := consumer.New(ccfg, consumer.Options{
-		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
-		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("build consumer: %w", err)
+	var cons *consumer.Consumer
+	if roles.HasRole(config.RoleConsumer) {
+		// consumer (issue 3): after the relay and the sender, so it stops before them.
+		ccfg := ConsumerConfig(w.cfg)
+		ccfg.IdempotencyNamespace = w.namespace
+		var err error
+		cons, err = consumer.New(ccfg, consumer.Options{
+			Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
+			OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+		})
+		if err != nil {
+			return nil, fmt.Errorf("build consumer: %w", err)
+		}
+		parts = append(parts, named{name: "consumer", c: cons})
 	}
-	parts = append(parts, named{name: "consumer", c: cons})
 	w.ready = readyChecks(w.store, cons)
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
@@ -172,22 +195,29 @@ func (w *wiring) build() ([]named, error) {
 
 // readyChecks are what /readyz requires, in the order it reports them:
 // the database answers, the schema is current, the database accepts
-// writes, the consumer's channel is open. "Accepts writes" is the store's
-// write probe (zero-row writes, which PostgreSQL checks for read-only mode
-// and privileges like real ones) and the consumer's own last outcome,
-// which also covers a refusal the probe cannot see.
+// writes (every role writes), and, where the process runs the consumer
+// (cons not nil), the consumer's channel is open. "Accepts writes" is the
+// store's write probe (zero-row writes, which PostgreSQL checks for
+// read-only mode and privileges like real ones) and the consumer's own
+// last outcome, which also covers a refusal the probe cannot see. The
+// relay's broker connection is no condition: only one replica leads.
 func readyChecks(st *store.Store, cons *consumer.Consumer) []ReadyCheck {
-	return []ReadyCheck{
+	checks := []ReadyCheck{
 		{Name: "database", Check: st.Ping},
 		{Name: "schema", Check: st.CheckSchema},
 		{Name: "database", Check: func(ctx context.Context) error {
-			if err := cons.WritesAccepted(ctx); err != nil {
-				return err
+			if cons != nil {
+				if err := cons.WritesAccepted(ctx); err != nil {
+					return err
+				}
 			}
 			return st.CheckWritable(ctx)
 		}},
-		{Name: "broker", Check: cons.Ready},
 	}
+	if cons != nil {
+		checks = append(checks, ReadyCheck{Name: "broker", Check: cons.Ready})
+	}
+	return checks
 }
 
 // buildSender builds the sender pool on the provider of sender.provider,

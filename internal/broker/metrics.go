@@ -15,15 +15,19 @@ type Metrics struct {
 	Connected *prometheus.GaugeVec
 }
 
-// NewMetrics registers the broker metrics on reg, with both roles
-// pre-initialized to 0. It panics if they are already registered on reg
-// (a wiring bug).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the broker metrics on reg, with the series of
+// roles (RoleConsumer, RoleRelay: those the process runs) pre-initialized
+// to 0, both when roles is empty. It panics if they are already registered
+// on reg (a wiring bug).
+func NewMetrics(reg prometheus.Registerer, roles ...string) *Metrics {
 	m := &Metrics{Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "mailsvc_amqp_connected",
 		Help: "1 while the AMQP connection of the role is open, else 0.",
 	}, []string{"role"})}
-	for _, r := range []string{RoleConsumer, RoleRelay} {
+	if len(roles) == 0 {
+		roles = []string{RoleConsumer, RoleRelay}
+	}
+	for _, r := range roles {
 		m.Connected.WithLabelValues(r).Set(0)
 	}
 	reg.MustRegister(m.Connected)
