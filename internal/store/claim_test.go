@@ -455,7 +455,9 @@ func finishOne(t *testing.T, st *store.Store, f store.Fence, o store.Outcome) (s
 
 // statusEvent is what most tests compare of a Finished: the status and the
 // event written (not the mail's identity, which they know).
-func statusEvent(f store.Finished) store.Finished { return store.Finished{Status: f.Status, Event: f.Event} }
+func statusEvent(f store.Finished) store.Finished {
+	return store.Finished{Status: f.Status, Event: f.Event}
+}
 
 // statusEvents is statusEvent of every result.
 func statusEvents(rs []store.AttemptResult) []store.AttemptResult {
