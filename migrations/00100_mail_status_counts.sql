@@ -4,15 +4,22 @@
 -- replica, a cost that grows with retention. The rows with work left
 -- (pending, sending, unknown) are few and are counted through the partial
 -- index below; the finished ones are added up from these counters, which
--- statement-level triggers keep in the transaction of every change to
--- mail, whichever statement makes it (ingest, outcome writes, janitor,
--- operator commands, retention deletes, a hand-written UPDATE).
+-- triggers keep in the transaction of every change to mail, whichever
+-- statement makes it (ingest, outcome writes, janitor, operator commands,
+-- retention deletes, a hand-written UPDATE).
 --
 -- A change never updates a shared row, which would serialise every writer
--- on it: it appends its change to mail_status_delta (none for a claim or a
--- lease renewal). The stats
--- collector folds the deltas into mail_status_total (store.CompactStatusCounts)
--- in one statement, so total + delta is exact at every snapshot.
+-- on it: it appends its change to mail_status_delta (nothing for a claim or
+-- a lease renewal). The stats collector folds the deltas into
+-- mail_status_total (store.CompactStatusCounts) in one statement, so
+-- total + delta is exact at every snapshot. Folded rows are dead until
+-- autovacuum takes them (within autovacuum_naptime, 1 min by default: the
+-- table has no live rows to speak of, so any few dozen dead ones trigger
+-- it), so the delta table holds at most about a minute of finished mails.
+-- Measured (README, "Metrics"): one plain row insert per finished mail
+-- costs about 8 us of server time, half of what an upsert of one row per
+-- transaction costs, and a statement trigger would cost every UPDATE of
+-- mail (claims and lease renewals too) about 50 us.
 CREATE TABLE mail_status_total (
     status text PRIMARY KEY CHECK (status IN ('sent', 'failed', 'cancelled')),
     n      bigint NOT NULL
