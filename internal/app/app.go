@@ -51,10 +51,10 @@ type named struct {
 }
 
 // Serve runs the daemon, the roles of serve.roles, until ctx is cancelled
-// or a component fails, then
-// stops it (stop.go) and returns within ShutdownBound(cfg): nil after a
-// stop on ctx, the component's error after a failure. It refuses to start
-// when the schema is behind (store.ErrSchemaBehind).
+// or a component fails, then stops it (stop.go) and returns within
+// ShutdownBound(cfg): nil after a stop on ctx, the component's error after
+// a failure. It refuses to start when the schema is behind
+// (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
 	if err != nil {
@@ -117,8 +117,11 @@ type wiring struct {
 	reg   prometheus.Registerer
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
-	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected).
+	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected);
+	// nil in a process without the consumer and relay roles.
 	brokerMetrics *broker.Metrics
+	// consumer is the consumer, nil in a process without its role.
+	consumer *consumer.Consumer
 	// templates renders mails; built once.
 	templates *templates.Registry
 	// notices renders cancellation notices for the store.
@@ -141,56 +144,71 @@ type wiring struct {
 // gauges come from the database. A role not run registers no metric of its
 // own and no readiness check.
 func (w *wiring) build() ([]named, error) {
-	roles := w.cfg.Serve
-	var amqpRoles []string
-	if roles.HasRole(config.RoleConsumer) {
-		amqpRoles = append(amqpRoles, broker.RoleConsumer)
-	}
-	if roles.HasRole(config.RoleRelay) {
-		amqpRoles = append(amqpRoles, broker.RoleRelay)
-	}
-	if len(amqpRoles) > 0 {
-		w.brokerMetrics = broker.NewMetrics(w.reg, amqpRoles...)
-	}
+	w.brokerMetrics = w.newBrokerMetrics()
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
-	if roles.HasRole(config.RoleRelay) {
-		// relay (issue 5): one active relay across replicas (lease row).
-		rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
-		if err != nil {
-			return nil, fmt.Errorf("build relay: %w", err)
+	for _, r := range []struct {
+		role  string
+		build func() ([]named, error)
+	}{{config.RoleRelay, w.buildRelay}, {config.RoleSender, w.buildSender}, {config.RoleConsumer, w.buildConsumer}} {
+		if !w.cfg.Serve.HasRole(r.role) {
+			continue
 		}
-		parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
-		w.wakeRelay = rel.Wake
-	}
-	if roles.HasRole(config.RoleSender) {
-		// sender (issue 4): workers sending through sender.provider, and the janitor.
-		senderParts, err := w.buildSender()
+		ps, err := r.build()
 		if err != nil {
 			return nil, err
 		}
-		parts = append(parts, senderParts...)
+		parts = append(parts, ps...)
 	}
-	var cons *consumer.Consumer
-	if roles.HasRole(config.RoleConsumer) {
-		// consumer (issue 3): after the relay and the sender, so it stops before them.
-		ccfg := ConsumerConfig(w.cfg)
-		ccfg.IdempotencyNamespace = w.namespace
-		var err error
-		cons, err = consumer.New(ccfg, consumer.Options{
-			Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
-			OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
-		})
-		if err != nil {
-			return nil, fmt.Errorf("build consumer: %w", err)
-		}
-		parts = append(parts, named{name: "consumer", c: cons})
-	}
-	w.ready = readyChecks(w.store, cons)
+	w.ready = readyChecks(w.store, w.consumer)
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil
+}
+
+// newBrokerMetrics registers mailsvc_amqp_connected with the series of the
+// roles that open an AMQP connection here (consumer, relay); nil when none
+// does.
+func (w *wiring) newBrokerMetrics() *broker.Metrics {
+	var amqpRoles []string
+	if w.cfg.Serve.HasRole(config.RoleConsumer) {
+		amqpRoles = append(amqpRoles, broker.RoleConsumer)
+	}
+	if w.cfg.Serve.HasRole(config.RoleRelay) {
+		amqpRoles = append(amqpRoles, broker.RoleRelay)
+	}
+	if len(amqpRoles) == 0 {
+		return nil
+	}
+	return broker.NewMetrics(w.reg, amqpRoles...)
+}
+
+// buildRelay builds the relay (issue 5: one active relay across replicas,
+// by a lease row); it sets w.wakeRelay.
+func (w *wiring) buildRelay() ([]named, error) {
+	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("build relay: %w", err)
+	}
+	w.wakeRelay = rel.Wake
+	return []named{{name: "relay", c: rel, stage: stopLast}}, nil
+}
+
+// buildConsumer builds the consumer (issue 3), last, so that it stops
+// before the relay and the sender; it sets w.consumer.
+func (w *wiring) buildConsumer() ([]named, error) {
+	ccfg := ConsumerConfig(w.cfg)
+	ccfg.IdempotencyNamespace = w.namespace
+	cons, err := consumer.New(ccfg, consumer.Options{
+		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
+		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build consumer: %w", err)
+	}
+	w.consumer = cons
+	return []named{{name: "consumer", c: cons}}, nil
 }
 
 // readyChecks are what /readyz requires, in the order it reports them:
