@@ -132,14 +132,24 @@ func (r rendered) spec(t *testing.T, kind string, v any) {
 // labels) without any tool installed.
 func renderKustomization(t *testing.T) rendered {
 	t.Helper()
+	objs := rendered{}
+	for _, o := range renderObjects(t, "kubernetes") {
+		require.NotContains(t, objs, o.Kind, "one %s expected", o.Kind)
+		objs[o.Kind] = o
+	}
+	return objs
+}
+
+// renderObjects renders the kustomization in deploy/dir and returns its objects in order.
+func renderObjects(t *testing.T, dir string) []k8sObject {
+	t.Helper()
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "deploy", "kubernetes"))
-	require.NoError(t, err, "kustomize build deploy/kubernetes")
+		Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "deploy", dir))
+	require.NoError(t, err, "kustomize build deploy/%s", dir)
 	yml, err := resMap.AsYaml()
 	require.NoError(t, err)
-	out := string(yml)
-	objs := rendered{}
-	dec := yaml.NewDecoder(strings.NewReader(out))
+	var objs []k8sObject
+	dec := yaml.NewDecoder(strings.NewReader(string(yml)))
 	for {
 		var node yaml.Node
 		err := dec.Decode(&node)
@@ -150,13 +160,13 @@ func renderKustomization(t *testing.T) rendered {
 		var o k8sObject
 		require.NoError(t, node.Decode(&o))
 		o.Node = node
-		require.NotContains(t, objs, o.Kind, "one %s expected", o.Kind)
-		objs[o.Kind] = o
+		objs = append(objs, o)
 	}
 	return objs
 }
 
-// kustomizeImage returns the image the kustomization's images: entry sets for "mailsvc".
+// kustomizeImage returns the image the images: entry of the image component
+// (deploy/kubernetes/image, shared by the base and the split overlay) sets for "mailsvc".
 func kustomizeImage(t *testing.T) string {
 	t.Helper()
 	var k struct {
@@ -166,7 +176,7 @@ func kustomizeImage(t *testing.T) string {
 			NewTag  string `yaml:"newTag"`
 		} `yaml:"images"`
 	}
-	require.NoError(t, yaml.Unmarshal(readFile(t, "deploy/kubernetes/kustomization.yaml"), &k))
+	require.NoError(t, yaml.Unmarshal(readFile(t, "deploy/kubernetes/image/kustomization.yaml"), &k))
 	require.Len(t, k.Images, 1)
 	require.Equal(t, "mailsvc", k.Images[0].Name)
 	require.True(t, strings.HasSuffix(k.Images[0].NewName, "/mailsvc"), k.Images[0].NewName)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,10 +52,11 @@ type named struct {
 	budget time.Duration
 }
 
-// Serve runs the daemon until ctx is cancelled or a component fails, then
-// stops it (stop.go) and returns within ShutdownBound(cfg): nil after a
-// stop on ctx, the component's error after a failure. It refuses to start
-// when the schema is behind (store.ErrSchemaBehind).
+// Serve runs the daemon, the roles of serve.roles, until ctx is cancelled
+// or a component fails, then stops it (stop.go) and returns within
+// ShutdownBound(cfg): nil after a stop on ctx, the component's error after
+// a failure. It refuses to start when the schema is behind
+// (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	logCertificates(cfg, log, time.Now())
 	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
@@ -75,6 +77,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","))
 	return run(ctx, log, parts)
 }
 
@@ -145,8 +148,11 @@ type wiring struct {
 	reg   prometheus.Registerer
 	// ready lists the readiness checks /readyz runs.
 	ready []ReadyCheck
-	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected).
+	// brokerMetrics is shared by every AMQP connection (mailsvc_amqp_connected);
+	// nil in a process without the consumer and relay roles.
 	brokerMetrics *broker.Metrics
+	// consumer is the consumer, nil in a process without its role.
+	consumer *consumer.Consumer
 	// templates renders mails; built once.
 	templates *templates.Registry
 	// notices renders cancellation notices for the store.
@@ -160,47 +166,36 @@ type wiring struct {
 	wakeRelay  func()
 }
 
-// build constructs every component in start order.
+// build constructs the components of the roles in serve.roles, in start
+// order: http first (probes answer during start-up), then the relay, the
+// sender and the consumer last; stop runs in reverse, so the consumer stops
+// taking deliveries first and the relay flushes last. The stop stages
+// (stop.go) put the relay and http after the rest, so the relay publishes
+// the sender's last feedback events. Stats runs whatever the roles: its
+// gauges come from the database. A role not run registers no metric of its
+// own and no readiness check.
 func (w *wiring) build() ([]named, error) {
-	w.brokerMetrics = broker.NewMetrics(w.reg)
+	w.brokerMetrics = w.newBrokerMetrics()
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
-	// Start order: http first (probes answer during start-up), then the
-	// relay, the sender and the consumer last; stop runs in reverse, so the
-	// consumer stops taking deliveries first and the relay flushes last.
-	// The stop stages (stop.go) put the relay and http after the rest, so
-	// the relay publishes the sender's last feedback events.
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
-	// relay (issue 5): one active relay across replicas (lease row).
-	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
-	if err != nil {
-		return nil, fmt.Errorf("build relay: %w", err)
+	for _, r := range []struct {
+		role  string
+		build func() ([]named, error)
+	}{{config.RoleRelay, w.buildRelay}, {config.RoleSender, w.buildSender}, {config.RoleConsumer, w.buildConsumer}} {
+		if !w.cfg.Serve.HasRole(r.role) {
+			continue
+		}
+		ps, err := r.build()
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, ps...)
 	}
-	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
-	w.wakeRelay = rel.Wake
-	// queuestats: the broker's counts of the input and dead-letter queues,
-	// read by the last known relay leader only (through a database outage too).
-	parts = append(parts, named{name: "queuestats", c: queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.LastKnownLeader)})
-	// sender (issue 4): workers sending through sender.provider, and the janitor.
-	senderParts, err := w.buildSender()
-	if err != nil {
-		return nil, err
-	}
-	parts = append(parts, senderParts...)
-	// consumer (issue 3): after the relay and the sender, so it stops before them.
-	ccfg := ConsumerConfig(w.cfg)
-	ccfg.IdempotencyNamespace = w.namespace
-	cons, err := consumer.New(ccfg, consumer.Options{
-		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
-		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
-	})
-	if err != nil {
-		return nil, fmt.Errorf("build consumer: %w", err)
-	}
-	parts = append(parts, named{name: "consumer", c: cons})
-	w.ready = readyChecks(w.store, cons)
+	w.ready = readyChecks(w.store, w.consumer)
 	// webhooks (issue 15): provider feedback on a listener of its own, when
-	// webhooks.addr is set; it stops with the intake, before the relay.
+	// webhooks.addr is set, whatever the roles; it stops with the intake,
+	// before the relay.
 	if w.cfg.Webhooks.Addr != "" {
 		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: webhook.NewMetrics(w.reg),
 			Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
@@ -214,24 +209,78 @@ func (w *wiring) build() ([]named, error) {
 	return parts, nil
 }
 
+// newBrokerMetrics registers mailsvc_amqp_connected with the series of the
+// roles that open an AMQP connection here (consumer, relay); nil when none
+// does.
+func (w *wiring) newBrokerMetrics() *broker.Metrics {
+	var amqpRoles []string
+	if w.cfg.Serve.HasRole(config.RoleConsumer) {
+		amqpRoles = append(amqpRoles, broker.RoleConsumer)
+	}
+	if w.cfg.Serve.HasRole(config.RoleRelay) {
+		amqpRoles = append(amqpRoles, broker.RoleRelay)
+	}
+	if len(amqpRoles) == 0 {
+		return nil
+	}
+	return broker.NewMetrics(w.reg, amqpRoles...)
+}
+
+// buildRelay builds the relay (issue 5: one active relay across replicas,
+// by a lease row); it sets w.wakeRelay.
+func (w *wiring) buildRelay() ([]named, error) {
+	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	if err != nil {
+		return nil, fmt.Errorf("build relay: %w", err)
+	}
+	w.wakeRelay = rel.Wake
+	// queuestats: the broker's counts of the input and dead-letter queues,
+	// read by the last known relay leader only (through a database outage too).
+	qs := queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.LastKnownLeader)
+	return []named{{name: "relay", c: rel, stage: stopLast}, {name: "queuestats", c: qs}}, nil
+}
+
+// buildConsumer builds the consumer (issue 3), last, so that it stops
+// before the relay and the sender; it sets w.consumer.
+func (w *wiring) buildConsumer() ([]named, error) {
+	ccfg := ConsumerConfig(w.cfg)
+	ccfg.IdempotencyNamespace = w.namespace
+	cons, err := consumer.New(ccfg, consumer.Options{
+		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
+		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("build consumer: %w", err)
+	}
+	w.consumer = cons
+	return []named{{name: "consumer", c: cons}}, nil
+}
+
 // readyChecks are what /readyz requires, in the order it reports them:
 // the database answers, the schema is current, the database accepts
-// writes, the consumer's channel is open. "Accepts writes" is the store's
-// write probe (zero-row writes, which PostgreSQL checks for read-only mode
-// and privileges like real ones) and the consumer's own last outcome,
-// which also covers a refusal the probe cannot see.
+// writes (every role writes), and, where the process runs the consumer
+// (cons not nil), the consumer's channel is open. "Accepts writes" is the
+// store's write probe (zero-row writes, which PostgreSQL checks for
+// read-only mode and privileges like real ones) and the consumer's own
+// last outcome, which also covers a refusal the probe cannot see. The
+// relay's broker connection is no condition: only one replica leads.
 func readyChecks(st *store.Store, cons *consumer.Consumer) []ReadyCheck {
-	return []ReadyCheck{
+	checks := []ReadyCheck{
 		{Name: "database", Check: st.Ping},
 		{Name: "schema", Check: st.CheckSchema},
 		{Name: "database", Check: func(ctx context.Context) error {
-			if err := cons.WritesAccepted(ctx); err != nil {
-				return err
+			if cons != nil {
+				if err := cons.WritesAccepted(ctx); err != nil {
+					return err
+				}
 			}
 			return st.CheckWritable(ctx)
 		}},
-		{Name: "broker", Check: cons.Ready},
 	}
+	if cons != nil {
+		checks = append(checks, ReadyCheck{Name: "broker", Check: cons.Ready})
+	}
+	return checks
 }
 
 // buildSender builds the sender pool on the provider of sender.provider,

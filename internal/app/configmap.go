@@ -1,6 +1,7 @@
 package app
 
 import (
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -43,8 +44,9 @@ func ConsumerConfig(cfg *config.Config) consumer.Config {
 	}
 }
 
-// senderConfig is the pool's part of cfg: sender.*, mail.from and
-// mail.max_event_age, and the secrets no error text may carry.
+// senderConfig is the pool's part of cfg: sender.*, mail.from,
+// mail.max_event_age, log.mail_outcomes, and the secrets no error text
+// may carry.
 func senderConfig(c *config.Config) sender.Config {
 	s := c.Sender
 	cfg := sender.Config{
@@ -53,11 +55,21 @@ func senderConfig(c *config.Config) sender.Config {
 		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
 		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
 		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c), MaxEventAge: c.Mail.MaxEventAge,
+		OutcomeLevel: outcomeLevel(c.Log.MailOutcomes),
 	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = sender.NoAmbiguousRetries
 	}
 	return cfg
+}
+
+// outcomeLevel is the slog level of log.mail_outcomes (validated: info
+// or debug).
+func outcomeLevel(v string) slog.Level {
+	if v == "debug" {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
 }
 
 // secretsOf lists the configured credentials that must never appear in an

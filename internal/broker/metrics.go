@@ -24,10 +24,11 @@ type Metrics struct {
 	Blocked *prometheus.GaugeVec
 }
 
-// NewMetrics registers the broker metrics on reg, with both roles
-// pre-initialized to 0. It panics if they are already registered on reg
-// (a wiring bug).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// NewMetrics registers the broker metrics on reg, with the series of
+// roles (RoleConsumer, RoleRelay: those the process runs) pre-initialized
+// to 0, both when roles is empty. It panics if they are already registered
+// on reg (a wiring bug).
+func NewMetrics(reg prometheus.Registerer, roles ...string) *Metrics {
 	m := &Metrics{
 		Connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mailsvc_amqp_connected",
@@ -38,7 +39,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the broker blocks the AMQP connection of the role (connection.blocked: a memory or disk alarm), else 0.",
 		}, []string{"role"}),
 	}
-	for _, r := range Roles {
+	if len(roles) == 0 {
+		roles = []string{RoleConsumer, RoleRelay}
+	}
+	for _, r := range roles {
 		m.Connected.WithLabelValues(r).Set(0)
 		m.Blocked.WithLabelValues(r).Set(0)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -45,8 +47,8 @@ func operatorBroker(cfg *config.Config, name string) broker.Config {
 }
 
 func newMailCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, resend, reconcile"}
-	cmd.AddCommand(newMailShowCmd(e), newMailResendCmd(e), newMailReconcileCmd(e))
+	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, list, resend, reconcile"}
+	cmd.AddCommand(newMailShowCmd(e), newMailListCmd(e), newMailResendCmd(e), newMailReconcileCmd(e))
 	return cmd
 }
 
@@ -164,6 +166,64 @@ func writeMail(w io.Writer, m store.MailView) {
 	}
 }
 
+func newMailListCmd(e *env) *cobra.Command {
+	var f store.MailFilter
+	var status string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list --status unknown|failed|pending|sending [--older-than D] [--template T] [--limit N] [--json]",
+		Short: "List the mails of one status, oldest change first (the keys to reconcile, resend or look into)",
+		Example: "  mailsvc mail list --status unknown --older-than 1h\n" +
+			"  mailsvc mail list --status failed --template order_confirmed --limit 500 --json",
+		Args: cobra.NoArgs,
+		RunE: func(_ *cobra.Command, _ []string) error {
+			f.Status = mailtype.Status(status)
+			if !slices.Contains(store.ListableStatuses, f.Status) {
+				return &ExitError{Code: 1, Err: fmt.Errorf("--status must be one of %v, got %q (sent and cancelled mails are not listed)", store.ListableStatuses, status)}
+			}
+			if f.Limit <= 0 || f.OlderThan < 0 {
+				return &ExitError{Code: 1, Err: errors.New("--limit must be positive and --older-than not negative")}
+			}
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				mails, more, err := st.ListMails(e.ctx, f)
+				if err != nil {
+					return storeError(cfg, "", err)
+				}
+				if more {
+					fmt.Fprintf(e.stderr, "showing the first %d; more match (raise --limit, or narrow with --older-than or --template)\n", f.Limit)
+				}
+				if asJSON {
+					return writeJSON(e.stdout, append([]store.MailSummary{}, mails...))
+				}
+				return writeMailList(e.stdout, mails)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "", "required: unknown, failed, pending or sending")
+	cmd.Flags().DurationVar(&f.OlderThan, "older-than", 0, "only mails whose row last changed at least this long ago (e.g. 30m, 1h, 48h)")
+	cmd.Flags().StringVar(&f.Template, "template", "", "only mails of this template (order_confirmed, order_cancelled)")
+	cmd.Flags().IntVar(&f.Limit, "limit", 100, "at most this many mails")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	_ = cmd.MarkFlagRequired("status")
+	return cmd
+}
+
+func writeMailList(w io.Writer, mails []store.MailSummary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(operator.ListHeader, "\t"))
+	now := time.Now()
+	for _, m := range mails {
+		fmt.Fprintln(tw, strings.Join(operator.ListRow(m, now), "\t"))
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
 func newMailResendCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "resend KEY",
@@ -187,32 +247,113 @@ func newMailResendCmd(e *env) *cobra.Command {
 }
 
 func newMailReconcileCmd(e *env) *cobra.Command {
-	var delivered, notDelivered bool
+	var delivered, notDelivered, dryRun bool
+	var from string
 	cmd := &cobra.Command{
-		Use:   "reconcile KEY --delivered|--not-delivered",
-		Short: "Settle an unknown mail: --delivered makes it sent (+EmailSent), --not-delivered sends it again",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		Use:   "reconcile KEY|--from FILE --delivered|--not-delivered [--dry-run]",
+		Short: "Settle unknown mails: --delivered makes them sent (+EmailSent), --not-delivered sends them again",
+		Long: "Settle one unknown mail (KEY) or every key of FILE (one dedupe key a line, # comments; - reads stdin),\n" +
+			"each in its own transaction, printing one line per key. With --from it goes on past a key that is\n" +
+			"not found or not unknown, stops at a database failure, and exits non-zero when any key was not\n" +
+			"reconciled (5 the database failed, else 4 a mail was not unknown, else 3 a key was not found).",
+		Example: "  mailsvc mail reconcile order-confirmed:42 --delivered\n" +
+			"  mailsvc mail list --status unknown --json | jq -r '.[].dedupe_key' > keys.txt\n" +
+			"  mailsvc mail reconcile --from keys.txt --not-delivered --dry-run",
+		Args: func(_ *cobra.Command, args []string) error {
+			if (len(args) == 1) == (from != "") || len(args) > 1 {
+				return errors.New("give exactly one dedupe key, or --from FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			keys := args
+			if from != "" {
+				var err error
+				if keys, err = readKeyFile(cmd.InOrStdin(), from); err != nil {
+					return err
+				}
+			}
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				res, err := st.Reconcile(e.ctx, args[0], delivered)
-				if err != nil {
-					return storeError(cfg, args[0], err)
+				if from == "" {
+					return reconcileOneKey(e, cfg, st, keys[0], delivered, dryRun)
 				}
-				msg := fmt.Sprintf("%s is now %s", args[0], res.Status)
-				if res.Feedback != "" {
-					msg += "; " + string(res.Feedback) + " written to the outbox"
-				}
-				if res.Status == mailtype.StatusPending {
-					msg += "; a sender will attempt it again now"
-				}
-				_, err = fmt.Fprintln(e.stdout, msg)
-				return err
+				return reconcileKeys(e, cfg, st, keys, delivered, dryRun)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&delivered, "delivered", false, "the provider or the customer confirms the mail arrived")
 	cmd.Flags().BoolVar(&notDelivered, "not-delivered", false, "the mail did not arrive: send it again")
+	cmd.Flags().StringVar(&from, "from", "", "reconcile every dedupe key of this file, one a line (- for stdin)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say what would happen to each mail and change nothing")
 	cmd.MarkFlagsMutuallyExclusive("delivered", "not-delivered")
 	cmd.MarkFlagsOneRequired("delivered", "not-delivered")
 	return cmd
+}
+
+// reconcileOneKey is `mail reconcile KEY`: one line, or the key's error
+// with its exit code.
+func reconcileOneKey(e *env, cfg *config.Config, st *store.Store, key string, delivered, dryRun bool) error {
+	var err error
+	operator.ReconcileKeys(e.ctx, st, []string{key}, delivered, dryRun, func(r operator.KeyResult) {
+		if r.Err != nil {
+			err = storeError(cfg, key, r.Err)
+			return
+		}
+		_, err = fmt.Fprintln(e.stdout, operator.ReconcileLine(r, dryRun))
+	})
+	return err
+}
+
+// reconcileKeys is `mail reconcile --from FILE`: one line per key on
+// stdout, a summary on stderr, and the exit code of the worst failure.
+func reconcileKeys(e *env, cfg *config.Config, st *store.Store, keys []string, delivered, dryRun bool) error {
+	var writeErr error
+	sum := operator.ReconcileKeys(e.ctx, st, keys, delivered, dryRun, func(r operator.KeyResult) {
+		if _, err := fmt.Fprintln(e.stdout, operator.ReconcileLine(r, dryRun)); err != nil && writeErr == nil {
+			writeErr = err
+		}
+	})
+	if writeErr != nil {
+		return writeErr
+	}
+	verb := "reconciled"
+	if dryRun {
+		verb = "would reconcile"
+	}
+	fmt.Fprintf(e.stderr, "%s %d of %d keys (%d not found, %d refused, %d failed, %d not attempted, %d duplicates)\n",
+		verb, sum[operator.Reconciled], len(keys), sum[operator.NotFound], sum[operator.Refused], sum[operator.Failed],
+		sum[operator.Skipped], sum[operator.Duplicate])
+	if sum.OK() {
+		return nil
+	}
+	code := ExitNotFound
+	switch {
+	case sum[operator.Failed] > 0:
+		code = ExitUnavailable
+	case sum[operator.Refused] > 0:
+		code = ExitRefused
+	}
+	return &ExitError{Code: code, Err: fmt.Errorf("%d of %d keys were not reconciled (see the lines above; database %s)",
+		len(keys)-sum[operator.Reconciled]-sum[operator.Duplicate], len(keys), cfg.Database.URL)}
+}
+
+// readKeyFile reads the keys of `--from FILE` ("-" is stdin).
+func readKeyFile(stdin io.Reader, path string) ([]string, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, &ExitError{Code: 1, Err: fmt.Errorf("--from: %w", err)}
+		}
+		defer f.Close()
+		r = f
+	}
+	keys, err := operator.ReadKeys(r)
+	if err != nil {
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("--from %s: %w", path, err)}
+	}
+	if len(keys) == 0 {
+		return nil, &ExitError{Code: 1, Err: fmt.Errorf("--from %s: no dedupe key in it (one a line)", path)}
+	}
+	return keys, nil
 }

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 )
 
@@ -22,6 +23,7 @@ type Config struct {
 	Webhooks  Webhooks  `mapstructure:"webhooks" yaml:"webhooks"`
 	Templates Templates `mapstructure:"templates" yaml:"templates"`
 	Log       Log       `mapstructure:"log" yaml:"log"`
+	Serve     Serve     `mapstructure:"serve" yaml:"serve"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
@@ -253,4 +255,31 @@ type Templates struct {
 type Log struct {
 	// Level is debug, info, warn or error.
 	Level string `mapstructure:"level" yaml:"level"`
+	// MailOutcomes is the level, info or debug, of the "mail finished"
+	// line of a mail that ended sent or cancelled (failed and unknown ones
+	// are logged at warn).
+	MailOutcomes string `mapstructure:"mail_outcomes" yaml:"mail_outcomes"`
 }
+
+// The roles `mailsvc serve` can run (serve.roles).
+const (
+	// RoleConsumer takes the input events from amqp.queue into the database.
+	RoleConsumer = "consumer"
+	// RoleSender runs the sender pool and the janitor.
+	RoleSender = "sender"
+	// RoleRelay runs the outbox relay (one active replica, by lease).
+	RoleRelay = "relay"
+)
+
+// Roles lists every role, in the order serve.roles documents them.
+var Roles = []string{RoleConsumer, RoleSender, RoleRelay}
+
+// Serve configures `mailsvc serve`.
+type Serve struct {
+	// Roles are the parts this process runs, a non-empty subset of Roles
+	// (the --roles flag overrides it).
+	Roles []string `mapstructure:"roles" yaml:"roles"`
+}
+
+// HasRole reports whether serve.roles includes role.
+func (s Serve) HasRole(role string) bool { return slices.Contains(s.Roles, role) }

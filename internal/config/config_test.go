@@ -40,6 +40,19 @@ func TestDefaultsAreValidOnceFromIsSet(t *testing.T) {
 	require.Equal(t, 336*time.Hour, c.Retention.Window)
 	require.Equal(t, "starttls", c.SMTP.TLS)
 	require.Equal(t, 587, c.SMTP.Port)
+	require.Equal(t, []string{"consumer", "sender", "relay"}, c.Serve.Roles)
+	require.Equal(t, "info", c.Log.MailOutcomes)
+}
+
+func TestRolesFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load("", envOf(with(map[string]string{"MAILSVC_SERVE_ROLES": "sender,relay"})))
+	require.NoError(t, err)
+	require.Equal(t, []string{"sender", "relay"}, c.Serve.Roles)
+	require.True(t, c.Serve.HasRole(config.RoleSender))
+	require.False(t, c.Serve.HasRole(config.RoleConsumer))
+	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_SERVE_ROLES": "consumer,mailer"})))
+	require.ErrorContains(t, err, `serve.roles: unknown role "mailer" (known: consumer, sender, relay)`)
 }
 
 func TestEnvOverridesFile(t *testing.T) {
@@ -68,10 +81,13 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"mail.reply_to":              {"MAILSVC_MAIL_REPLY_TO": "not an address"},
 		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod\x01"},
 		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "X-A\r\nBcc: v@x.example"},
+		"log.mail_outcomes":          {"MAILSVC_LOG_MAIL_OUTCOMES": "warn"},
+		"serve.roles":                {"MAILSVC_SERVE_ROLES": "consumer,mailer"},
 	}
 	for key, env := range map[string]map[string]string{
 		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod with space"},
 		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "From"},
+		"serve.roles":                {"MAILSVC_SERVE_ROLES": ""},
 	} {
 		cases[key+" (2)"] = env
 	}

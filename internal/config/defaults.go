@@ -96,5 +96,8 @@ var defaults = map[string]any{
 	"templates.default_locale": "vi",
 	"templates.time_zone":      "Asia/Ho_Chi_Minh",
 
-	"log.level": "info",
+	"log.level":         "info",
+	"log.mail_outcomes": "info",
+
+	"serve.roles": []string{RoleConsumer, RoleSender, RoleRelay},
 }

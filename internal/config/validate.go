@@ -9,6 +9,7 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,6 +57,10 @@ func (c *Config) Validate() error {
 	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
+	if c.Log.MailOutcomes != "info" && c.Log.MailOutcomes != "debug" {
+		bad("log.mail_outcomes", "must be info or debug, got %q", c.Log.MailOutcomes)
+	}
+	c.validateRoles(bad)
 	return errors.Join(errs...)
 }
 
@@ -241,4 +246,15 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+func (c *Config) validateRoles(bad func(string, string, ...any)) {
+	if len(c.Serve.Roles) == 0 {
+		bad("serve.roles", "must name at least one of %s", strings.Join(Roles, ", "))
+	}
+	for _, r := range c.Serve.Roles {
+		if !slices.Contains(Roles, r) {
+			bad("serve.roles", "unknown role %q (known: %s)", r, strings.Join(Roles, ", "))
+		}
+	}
 }

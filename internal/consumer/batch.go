@@ -262,7 +262,8 @@ func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []sto
 }
 
 func (l *loop) logOutcome(r broker.Delivery, d Decision, outcome mailtype.Outcome) {
-	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.RoutingKey}
+	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.RoutingKey,
+		"redelivered", r.Redelivered}
 	if m := d.Item.Mail; m != nil {
 		args = append(args, "dedupe_key", m.DedupeKey)
 	}

@@ -1,12 +1,15 @@
 package consumer_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/deadletter"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -163,4 +166,31 @@ func with(ev map[string]any, key string, v any) map[string]any {
 func withData(ev map[string]any, key string, v any) map[string]any {
 	data(ev)[key] = v
 	return ev
+}
+
+// The line of each delivery says whether the broker delivered it before:
+// a message read and given back (a consumer that died holding it) comes
+// back flagged, a fresh one does not.
+func TestDeliveryLineCarriesTheRedeliveredFlag(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.logs.level.Set(slog.LevelDebug)
+	require.NoError(t, consumer.DeclareTopology(b.conn, b.cfg))
+	again, fresh := confirmedNow("300"), confirmedNow("301")
+	b.publish(t, "order.confirmed", body(t, again))
+	g, err := broker.NewGetter(b.conn)
+	require.NoError(t, err)
+	_, ok, err := g.Get(b.names.Queue)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, g.Close(), "closing the channel gives the unacked message back")
+	b.publish(t, "order.confirmed", body(t, fresh))
+	r := b.start(t)
+	r.waitConsumed(t, 2)
+	flags := map[string]string{}
+	for _, rec := range b.logs.matching("event consumed") {
+		flags[rec.attrs["event_id"]] = rec.attrs["redelivered"]
+	}
+	require.Equal(t, map[string]string{again["event_id"].(string): "true", fresh["event_id"].(string): "false"}, flags)
+	require.Equal(t, int64(1), r.c.RedeliveredForTest())
 }

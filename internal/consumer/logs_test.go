@@ -14,23 +14,27 @@ type logRecord struct {
 	attrs map[string]string
 }
 
-// logRecorder is a slog.Handler that keeps every record at warn level or
-// above, and passes it on to next.
+// logRecorder is a slog.Handler that keeps every record at its level or
+// above (warn unless a test lowers it before starting a consumer), and
+// passes it on to next.
 type logRecorder struct {
 	next    slog.Handler
 	mu      *sync.Mutex
 	records *[]logRecord
 	with    []slog.Attr
+	level   *slog.LevelVar
 }
 
 func newLogRecorder(next slog.Handler) *logRecorder {
-	return &logRecorder{next: next, mu: &sync.Mutex{}, records: &[]logRecord{}}
+	lv := &slog.LevelVar{}
+	lv.Set(slog.LevelWarn)
+	return &logRecorder{next: next, mu: &sync.Mutex{}, records: &[]logRecord{}, level: lv}
 }
 
 func (h *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h *logRecorder) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelWarn {
+	if r.Level < h.level.Level() {
 		return nil
 	}
 	rec := logRecord{level: r.Level, msg: r.Message, attrs: map[string]string{}}
@@ -44,6 +48,9 @@ func (h *logRecorder) Handle(ctx context.Context, r slog.Record) error {
 	h.mu.Lock()
 	*h.records = append(*h.records, rec)
 	h.mu.Unlock()
+	if r.Level < slog.LevelWarn {
+		return nil // kept, not printed
+	}
 	return h.next.Handle(ctx, r)
 }
 

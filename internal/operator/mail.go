@@ -142,3 +142,20 @@ func Stamp(t *time.Time) string {
 	}
 	return t.UTC().Format(time.RFC3339)
 }
+
+// ListHeader names the columns of ListRow, for `mailsvc mail list`.
+var ListHeader = []string{"DEDUPE_KEY", "STATUS", "TEMPLATE", "SENDS", "LAST_CHANGE", "AGE", "LAST_ERROR"}
+
+// ListRow is the line `mailsvc mail list` prints for m, one value per
+// ListHeader column, judged at now: AGE is the time since the row last
+// changed (since it became unknown or failed, for those), in whole
+// seconds; LAST_ERROR is its class and text, "-" when none.
+func ListRow(m store.MailSummary, now time.Time) []string {
+	lastErr := "-"
+	if m.LastError != "" {
+		lastErr = strings.TrimSpace("(" + string(m.LastErrorClass) + ") " + m.LastError)
+		lastErr = strings.TrimPrefix(lastErr, "() ")
+	}
+	return []string{m.DedupeKey, string(m.Status), m.Template, fmt.Sprint(m.Sends), Stamp(&m.UpdatedAt),
+		now.Sub(m.UpdatedAt).Truncate(time.Second).String(), lastErr}
+}

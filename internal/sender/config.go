@@ -3,6 +3,7 @@ package sender
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -61,6 +62,12 @@ type Config struct {
 	// fails with reason stale, as at ingest. A template's max_event_age
 	// overrides it; 0 means no limit.
 	MaxEventAge time.Duration
+	// OutcomeLevel is the level of the line logged for each mail that
+	// ended sent or cancelled (log.mail_outcomes; the zero value is
+	// slog.LevelInfo). A mail that ended failed or unknown is logged at
+	// warn whatever it says (error for an idempotency key reused with
+	// another payload, a bug).
+	OutcomeLevel slog.Level
 	// Secrets are redacted from every error text the pool stores in
 	// last_error, writes into a feedback event or logs: a provider may echo
 	// a credential in a reply (the daemon sets the SMTP password, the Resend

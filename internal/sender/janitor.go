@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -269,8 +270,12 @@ func (j *Janitor) judge(ctx context.Context, rows []store.ExpiredSend) (int, err
 		n++
 		wrote = wrote || r.Event != ""
 		j.metrics.countAmbiguous(j.rules.provider, as[i].Outcome, r.Status)
-		j.log.Warn("lease expired", "mail_id", rows[i].ID, "started", rows[i].Started, "status", r.Status,
-			"attempts", rows[i].Sends, "error_reason", as[i].Outcome.ErrorReason)
+		if r.Status == mailtype.StatusPending {
+			j.log.Warn("lease expired", "mail_id", rows[i].ID, "dedupe_key", r.DedupeKey, "event_id", r.EventID,
+				"started", rows[i].Started, "status", r.Status, "attempts", rows[i].Sends, "error_reason", as[i].Outcome.ErrorReason)
+		} else {
+			logMailFinished(j.log, j.cfg.Sender.OutcomeLevel, r.Finished, as[i].Outcome)
+		}
 	}
 	if wrote && j.deps.OnOutboxWritten != nil {
 		j.deps.OnOutboxWritten()

@@ -97,23 +97,42 @@ func (p *Pool) renewAll() {
 	}
 }
 
+// logFinished logs what the write of j's outcome did: a retry, or the one
+// line of a mail that finished (logMailFinished).
 func (p *Pool) logFinished(j *job, v verdict, fin store.Finished) {
+	if fin.Status != mailtype.StatusPending {
+		logMailFinished(p.log, p.cfg.OutcomeLevel, fin, v.Record)
+		return
+	}
 	attrs := append(j.logAttrs(), "status", fin.Status)
-	if v.Record.ProviderMessageID != "" {
-		attrs = append(attrs, "provider_message_id", v.Record.ProviderMessageID)
+	p.log.Info("send failed; will retry", append(attrs, "error_reason", v.Record.ErrorReason,
+		"error", v.Record.Error, "retry_after", v.Record.RetryAfter)...)
+}
+
+// logMailFinished writes the one line of a mail that reached a final
+// status (sent, failed, cancelled or unknown): "mail finished" with
+// dedupe_key, event_id, status, attempts (sends started), provider (""
+// when no send reached one, e.g. a release on a cancel), provider_message_id (when the provider gave one) and duration_ms (from
+// its row being written to this outcome), plus the error's class, reason
+// and text when it did not end sent. Sent and cancelled mails are logged
+// at outcomeLevel (log.mail_outcomes), failed and unknown ones at warn, a
+// reused idempotency key at error.
+func logMailFinished(log *slog.Logger, outcomeLevel slog.Level, fin store.Finished, o store.Outcome) {
+	attrs := []any{"dedupe_key", fin.DedupeKey, "event_id", fin.EventID, "status", fin.Status,
+		"attempts", fin.Sends, "provider", o.Provider}
+	if o.ProviderMessageID != "" {
+		attrs = append(attrs, "provider_message_id", o.ProviderMessageID)
 	}
-	switch fin.Status {
-	case mailtype.StatusSent:
-		p.log.Debug("mail sent", attrs...)
-	case mailtype.StatusPending:
-		p.log.Info("send failed; will retry", append(attrs, "error_reason", v.Record.ErrorReason,
-			"error", v.Record.Error, "retry_after", v.Record.RetryAfter)...)
-	default:
-		lvl := slog.LevelWarn
-		if v.Record.ErrorReason == mailtype.ReasonIdempotencyReuse {
-			lvl = slog.LevelError // the payload changed between attempts: a bug, alert
-		}
-		p.log.Log(context.Background(), lvl, "mail finished without delivery", append(attrs,
-			"error_class", v.Record.ErrorClass, "error_reason", v.Record.ErrorReason, "error", v.Record.Error)...)
+	attrs = append(attrs, "duration_ms", time.Since(fin.CreatedAt).Milliseconds())
+	lvl := outcomeLevel
+	switch {
+	case o.ErrorReason == mailtype.ReasonIdempotencyReuse:
+		lvl = slog.LevelError // the payload changed between attempts: a bug, alert
+	case fin.Status == mailtype.StatusFailed || fin.Status == mailtype.StatusUnknown:
+		lvl = slog.LevelWarn
 	}
+	if fin.Status != mailtype.StatusSent && (o.ErrorReason != "" || o.Error != "") {
+		attrs = append(attrs, "error_class", o.ErrorClass, "error_reason", o.ErrorReason, "error", o.Error)
+	}
+	log.Log(context.Background(), lvl, "mail finished", attrs...)
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +24,11 @@ const DefaultInterval = 5 * time.Second
 
 // Source reads one snapshot of the gauges; *store.Store implements it.
 type Source interface {
+	// Stats reads the snapshot; its cost does not grow with finished rows.
 	Stats(ctx context.Context) (store.Stats, error)
+	// CompactStatusCounts folds the deltas of the finished-mail counters
+	// into their totals (housekeeping: Stats is exact without it).
+	CompactStatusCounts(ctx context.Context) (int64, error)
 }
 
 // Metrics are the gauges this package owns.
@@ -95,6 +100,10 @@ type Collector struct {
 	log  *slog.Logger
 	opts Options
 
+	// compactFailing is true while folding the counters fails, so that an
+	// episode logs once when it starts and once when it ends.
+	compactFailing atomic.Bool
+
 	life lifecycle.Life
 }
 
@@ -146,11 +155,14 @@ func (c *Collector) loop(ctx context.Context) {
 	}
 }
 
-// Refresh runs one query and sets the gauges. A failure is logged and
-// counted and leaves the gauges as they were.
+// Refresh folds the counters' deltas, then runs one query and sets the
+// gauges. A failed read is logged and counted and leaves the gauges as
+// they were; a failed fold (a read-only database) is logged when it starts
+// and when it ends, and the read goes on, exact without it.
 func (c *Collector) Refresh(ctx context.Context) {
 	qctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
+	c.compact(qctx)
 	st, err := c.src.Stats(qctx)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -161,4 +173,15 @@ func (c *Collector) Refresh(ctx context.Context) {
 		return
 	}
 	c.m.set(st, time.Now())
+}
+
+func (c *Collector) compact(ctx context.Context) {
+	_, err := c.src.CompactStatusCounts(ctx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case err != nil && !c.compactFailing.Swap(true):
+		c.log.Warn("fold mail status counters: the gauges stay exact, the delta table grows until it works", "error", err)
+	case err == nil && c.compactFailing.Swap(false):
+		c.log.Info("fold mail status counters works again")
+	}
 }

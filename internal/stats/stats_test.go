@@ -3,7 +3,9 @@ package stats_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
@@ -128,4 +131,57 @@ func TestStopIsIdempotentAndSafeWithoutStart(t *testing.T) {
 	c := stats.New(nil, stats.NewMetrics(reg), slog.New(slog.DiscardHandler), stats.Options{})
 	require.NoError(t, c.Stop(context.Background()))
 	require.NoError(t, c.Stop(context.Background()))
+}
+
+// Each refresh folds the deltas of the finished-mail counters first, so
+// the delta table stays small; the gauges are exact before and after.
+func TestRefreshFoldsTheCounters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status) SELECT 'k' || g, g::text, 'order_confirmed', 'sent' FROM generate_series(1, 5) g`)
+	b.sc.Exec(t, `UPDATE mail SET status = 'failed' WHERE order_id IN ('1', '2')`)
+	require.EqualValues(t, 9, b.sc.QueryInt(t, `SELECT count(*) FROM mail_status_delta`), "a delta row per finished insert, two per move between finished statuses")
+	c := stats.New(b.sc.Store, b.m, b.logger(), stats.Options{Interval: time.Hour, Timeout: 5 * time.Second})
+	c.Refresh(context.Background())
+	require.Equal(t, 3.0, val(b.m.Mails.WithLabelValues("sent")))
+	require.Equal(t, 2.0, val(b.m.Mails.WithLabelValues("failed")))
+	require.EqualValues(t, 0, b.sc.QueryInt(t, `SELECT count(*) FROM mail_status_delta`), "folded")
+	require.Equal(t, map[string]string{"sent": "3", "failed": "2", "cancelled": "0"}, b.sc.QueryMap(t, `SELECT status, n::text FROM mail_status_total`))
+}
+
+// flakyFold is a Source whose fold fails while failing is set.
+type flakyFold struct {
+	failing bool
+}
+
+func (f *flakyFold) Stats(context.Context) (store.Stats, error) {
+	return store.Stats{Mails: map[mailtype.Status]int64{mailtype.StatusSent: 7}}, nil
+}
+
+func (f *flakyFold) CompactStatusCounts(context.Context) (int64, error) {
+	if f.failing {
+		return 0, errors.New("cannot execute INSERT in a read-only transaction")
+	}
+	return 0, nil
+}
+
+// A database that refuses the fold (read-only) still gets its gauges
+// read; the failure is logged once when it starts and once when it ends.
+func TestFoldFailureLogsOnceAndTheGaugesGoOn(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := stats.NewMetrics(reg)
+	var logs bytes.Buffer
+	src := &flakyFold{failing: true}
+	c := stats.New(src, m, slog.New(slog.NewJSONHandler(&logs, nil)), stats.Options{Interval: time.Hour})
+	for range 3 {
+		c.Refresh(context.Background())
+	}
+	require.Equal(t, 7.0, val(m.Mails.WithLabelValues("sent")))
+	require.Equal(t, 0.0, val(m.RefreshErrors), "the gauges are not frozen")
+	require.Equal(t, 1, strings.Count(logs.String(), `"msg":"fold mail status counters: the gauges stay exact, the delta table grows until it works"`))
+	src.failing = false
+	c.Refresh(context.Background())
+	c.Refresh(context.Background())
+	require.Equal(t, 1, strings.Count(logs.String(), `"msg":"fold mail status counters works again"`))
 }

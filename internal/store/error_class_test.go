@@ -81,15 +81,7 @@ func TestMigration00080DerivesTheClassOfOlderRows(t *testing.T) {
 	sc := storetest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Down to just before 00080, through the later migrations.
-	for {
-		v, err := sc.Store.MigrateDown(ctx)
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, v, int64(80))
-		if v == 80 {
-			break
-		}
-	}
+	migrateDownThrough(t, sc, 80)
 	for i, lastErr := range []string{
 		"lease_expired: the lease expired during a send whose outcome is unknown; the mail may have been delivered",
 		"attempts_exhausted: lease_expired",
@@ -113,4 +105,22 @@ func TestMigration00080DerivesTheClassOfOlderRows(t *testing.T) {
 		"m0": "ambiguous", "m1": "ambiguous", "m2": "ambiguous", "m3": "transient", "m4": "permanent",
 		"m5": "permanent", "m6": "permanent", "m7": "permanent", "m8": "-", "none": "-",
 	}, sc.QueryMap(t, `SELECT order_id, COALESCE(last_error_class, '-') FROM mail`))
+}
+
+// migrateDownThrough rolls migrations back, latest first, until version v
+// itself is rolled back, so a test of migration v keeps working when later
+// ones are added.
+func migrateDownThrough(t testing.TB, sc *storetest.Schema, v int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		got, err := sc.Store.MigrateDown(ctx)
+		require.NoError(t, err)
+		require.NotZero(t, got, "migration %d was never applied", v)
+		if got <= v {
+			require.Equal(t, v, got)
+			return
+		}
+	}
 }

@@ -64,7 +64,7 @@ func TestSendPathInEveryExecMode(t *testing.T) {
 				{Finished: store.Finished{Status: mailtype.StatusPending}},
 				{Finished: store.Finished{Status: mailtype.StatusFailed, Event: mailtype.EmailFailed}},
 				{Finished: store.Finished{Status: mailtype.StatusUnknown, Event: mailtype.EmailUnknown}},
-			}, res)
+			}, statusEvents(res))
 			require.Equal(t, map[string]string{"1": "sent", "2": "pending", "3": "failed", "4": "unknown"}, sc.QueryMap(t, `SELECT order_id, status FROM mail`))
 			require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '1' AND provider_message_id = 'pm-1' AND sent_at IS NOT NULL`))
 			require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '2'

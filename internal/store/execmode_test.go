@@ -126,9 +126,16 @@ func TestOperatorCommandsInEveryExecMode(t *testing.T) {
 				AND n.body_text = o.body_text AND n.to_email = o.to_email AND n.message_id = $2 AND n.event_id <> o.event_id`,
 				key, mailtype.MessageID(key, "shop.example")))
 
+			listed, more, err := st.ListMails(ctx, store.MailFilter{Status: mailtype.StatusUnknown, Template: "order_confirmed", Limit: 1})
+			require.NoError(t, err)
+			require.True(t, more)
+			require.Len(t, listed, 1)
+			dry, err := st.ReconcileDryRun(ctx, "order-confirmed:8", true)
+			require.NoError(t, err)
 			res, err := st.Reconcile(ctx, "order-confirmed:8", true)
 			require.NoError(t, err)
 			require.Equal(t, store.ReconcileResult{Status: mailtype.StatusSent, Feedback: mailtype.EmailSent}, res)
+			require.Equal(t, dry, res)
 			res, err = st.Reconcile(ctx, "order-confirmed:9", false)
 			require.NoError(t, err)
 			require.Equal(t, store.ReconcileResult{Status: mailtype.StatusCancelled, Feedback: mailtype.EmailCancelled}, res)
@@ -151,6 +158,9 @@ func TestOperatorCommandsInEveryExecMode(t *testing.T) {
 			require.Len(t, mails, 2)
 			require.Equal(t, []string{"order-confirmed:7", key}, []string{mails[0].DedupeKey, mails[1].DedupeKey})
 
+			folded, err := st.CompactStatusCounts(ctx)
+			require.NoError(t, err)
+			require.Positive(t, folded)
 			stats, err := st.Stats(ctx)
 			require.NoError(t, err)
 			require.Equal(t, map[mailtype.Status]int64{

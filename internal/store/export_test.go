@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // ExecForTest runs one statement and returns its error, for tests that
 // expect a constraint to refuse a write.
@@ -8,3 +11,10 @@ func (s *Store) ExecForTest(ctx context.Context, q string, args ...any) (int64, 
 	tag, err := s.pool.Exec(ctx, q, args...)
 	return tag.RowsAffected(), err
 }
+
+// StatsSQL is the stats statement, for tests that read its plan.
+const StatsSQL = statsSQL
+
+// ListMailsSQL is the list statement of one status, for tests that read
+// its plan.
+func ListMailsSQL(status string) string { return fmt.Sprintf(listMailsSQL, status) }

@@ -152,17 +152,57 @@ type Stats struct {
 	OutboxDead int64
 }
 
-// statsSQL computes every gauge in one round trip. The mail count by
-// status reads the whole table (index-only on mail_status_idx, migration
-// 00040); the other parts read partial indexes that hold only rows with
-// work left, so their cost does not grow with finished rows.
+// statsSQL computes every gauge in one round trip, at a cost that does not
+// grow with finished rows: the mails with work left (pending, sending,
+// unknown) are counted through mail_active_idx, a partial index that holds
+// only them; the finished ones (sent, failed, cancelled) are the counters
+// of migration 00100, mail_status_total plus the deltas not folded in yet.
+// The other parts read partial indexes of unpublished and dead outbox rows.
 const statsSQL = `
 SELECT
-  (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (SELECT status, count(*) AS n FROM mail GROUP BY status) c),
+  (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
+      SELECT status, count(*) AS n FROM mail WHERE status IN ('pending', 'sending', 'unknown') GROUP BY status
+      UNION ALL
+      SELECT status, sum(n)::bigint FROM (
+          SELECT status, n FROM mail_status_total UNION ALL SELECT status, n FROM mail_status_delta) f
+      GROUP BY status) c),
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM mail WHERE status = 'pending' AND NOT cancel_requested),
   (SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
   (SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL)`
+
+// compactStatusCountsSQL folds the deltas of the finished-mail counters
+// into their totals in one statement, so a reader sees them either before
+// or after, never half. SKIP LOCKED lets replicas compact at the same time
+// without waiting for each other (each folds the rows it locked); the
+// totals are then updated in status order, so two folds cannot deadlock.
+const compactStatusCountsSQL = `
+WITH moved AS (
+    DELETE FROM mail_status_delta d
+    USING (SELECT id FROM mail_status_delta FOR UPDATE SKIP LOCKED) l
+    WHERE d.id = l.id
+    RETURNING d.status, d.n
+), folded AS (
+    INSERT INTO mail_status_total AS t (status, n)
+    SELECT status, sum(n) FROM moved GROUP BY status ORDER BY status
+    ON CONFLICT (status) DO UPDATE SET n = t.n + excluded.n
+)
+SELECT count(*) FROM moved`
+
+// CompactStatusCounts folds the pending deltas of the finished-mail
+// counters (migration 00100) into their totals and returns how many delta
+// rows it folded. Stats is exact with or without it; it only keeps the
+// delta table small, so the stats collector calls it before each read.
+// It writes, so a read-only database refuses it (a transient
+// *mailtype.Error, ReasonDatabase, as for an unreachable one) while Stats
+// still answers.
+func (s *Store) CompactStatusCounts(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, compactStatusCountsSQL).Scan(&n); err != nil {
+		return 0, fmt.Errorf("fold mail status counters: %w", interpretError(err))
+	}
+	return n, nil
+}
 
 // Stats reads the snapshot of the database-derived gauges in one
 // statement. It returns a transient *mailtype.Error (ReasonDatabase) when

@@ -276,6 +276,20 @@ RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_
 // ErrNotFound when no mail has dedupeKey and a *StateError when it is not
 // unknown.
 func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool) (ReconcileResult, error) {
+	return s.reconcile(ctx, dedupeKey, delivered, true)
+}
+
+// ReconcileDryRun says what Reconcile would do, with the same result and
+// errors, and changes nothing: it runs the very same transaction and rolls
+// it back.
+func (s *Store) ReconcileDryRun(ctx context.Context, dedupeKey string, delivered bool) (ReconcileResult, error) {
+	return s.reconcile(ctx, dedupeKey, delivered, false)
+}
+
+// errRollback ends the transaction of a dry run without committing it.
+var errRollback = errors.New("dry run: roll back")
+
+func (s *Store) reconcile(ctx context.Context, dedupeKey string, delivered, commit bool) (ReconcileResult, error) {
 	var res ReconcileResult
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var r reconcileRow
@@ -288,15 +302,21 @@ func (s *Store) Reconcile(ctx context.Context, dedupeKey string, delivered bool)
 			return err
 		}
 		res = ReconcileResult{Status: r.status, Feedback: reconcileFeedback(r.status)}
-		if res.Feedback == "" {
-			return nil
+		if res.Feedback != "" {
+			err = s.insertFeedback(ctx, tx, Feedback{
+				Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Revision: r.revision, Template: r.template,
+				Status: r.status, Attempts: r.attempts, Provider: r.provider,
+				ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID,
+			})
 		}
-		return s.insertFeedback(ctx, tx, Feedback{
-			Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Revision: r.revision, Template: r.template,
-			Status: r.status, Attempts: r.attempts, Provider: r.provider,
-			ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID,
-		})
+		if err == nil && !commit {
+			return errRollback
+		}
+		return err
 	})
+	if errors.Is(err, errRollback) {
+		return res, nil
+	}
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("reconcile %s: %w", dedupeKey, interpretErrorKeep(err))
 	}

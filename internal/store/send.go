@@ -57,6 +57,13 @@ type Finished struct {
 	Status mailtype.Status
 	// Event is the feedback event written with it, "" for a retry.
 	Event mailtype.EventType
+	// DedupeKey and EventID identify the mail (EventID is "" for a
+	// tombstone); Sends is how many of its sends started, as its feedback
+	// events count attempts; CreatedAt is when its row was written.
+	DedupeKey string
+	EventID   string
+	Sends     int
+	CreatedAt time.Time
 }
 
 // finishManySQL is the fenced write of many outcomes in one statement: row
@@ -115,7 +122,7 @@ WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.attempts = o.token
   AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
 RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
     m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, ''),
-    o.release AND x.next = 'unknown'`
+    o.release AND x.next = 'unknown', m.created_at`
 
 // Attempt is one attempt's outcome to record with FinishAttempts.
 type Attempt struct {
@@ -238,6 +245,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			continue
 		}
 		res[i].Status, res[i].Event = r.status, feedbackType(r.status)
+		res[i].DedupeKey, res[i].EventID, res[i].Sends, res[i].CreatedAt = r.fb.DedupeKey, r.fb.SourceEventID, r.sends, r.createdAt
 		if res[i].Event == "" {
 			continue
 		}
@@ -274,6 +282,7 @@ type finishedRow struct {
 	// releasedUnknown: a release ended unknown because an earlier send of
 	// the mail was ambiguous (see finishManySQL).
 	releasedUnknown bool
+	createdAt       time.Time
 }
 
 func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
@@ -283,7 +292,7 @@ func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
 		var f Fence
 		var r finishedRow
 		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template,
-			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID, &r.releasedUnknown); err != nil {
+			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID, &r.releasedUnknown, &r.createdAt); err != nil {
 			return nil, err
 		}
 		got[f] = r

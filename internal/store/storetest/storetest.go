@@ -148,6 +148,23 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// QueryStrings runs a query returning one text column (EXPLAIN, for one)
+// and returns its rows in order.
+func (s *Schema) QueryStrings(t testing.TB, sql string, args ...any) []string {
+	t.Helper()
+	var out []string
+	s.withConn(t, func(ctx context.Context, conn *pgx.Conn) {
+		rows, err := conn.Query(ctx, sql, args...)
+		if err == nil {
+			out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			t.Fatalf("query %q: %v", sql, err)
+		}
+	})
+	return out
+}
+
 // QueryMap runs a query returning two text columns and maps the first to
 // the second (e.g. dedupe_key -> status).
 func (s *Schema) QueryMap(t testing.TB, sql string, args ...any) map[string]string {

@@ -1,0 +1,161 @@
+package operator
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Reconciler settles one unknown mail by what the operator found out;
+// *store.Store implements it (store.Store.Reconcile and its dry run).
+type Reconciler interface {
+	Reconcile(ctx context.Context, dedupeKey string, delivered bool) (store.ReconcileResult, error)
+	ReconcileDryRun(ctx context.Context, dedupeKey string, delivered bool) (store.ReconcileResult, error)
+}
+
+// ReadKeys reads dedupe keys, one a line, for `mailsvc mail reconcile
+// --from`: spaces around a key are dropped, and empty lines and lines
+// starting with # are skipped. It returns the keys in file order,
+// duplicates included, or the read error.
+func ReadKeys(r io.Reader) ([]string, error) {
+	var keys []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		k := strings.TrimSpace(sc.Text())
+		if k == "" || strings.HasPrefix(k, "#") {
+			continue
+		}
+		keys = append(keys, k)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	return keys, nil
+}
+
+// Outcome says what happened to one key of a bulk reconcile.
+type Outcome string
+
+const (
+	// Reconciled: the mail was settled (or, in a dry run, would be).
+	Reconciled Outcome = "reconciled"
+	// NotFound: no mail has the key.
+	NotFound Outcome = "not_found"
+	// Refused: the mail is not unknown (a *store.StateError).
+	Refused Outcome = "refused"
+	// Duplicate: the key came earlier in the list; it is done once.
+	Duplicate Outcome = "duplicate"
+	// Failed: the database failed on this key (unreachable, or refused
+	// the statement); the run stops there.
+	Failed Outcome = "failed"
+	// Skipped: not attempted, because the run stopped on a failed key.
+	Skipped Outcome = "skipped"
+)
+
+// KeyResult is what a bulk reconcile did with one key.
+type KeyResult struct {
+	Key     string
+	Outcome Outcome
+	// Result is the mail's new status and feedback event (Reconciled).
+	Result store.ReconcileResult
+	// Err is why the key was not reconciled (NotFound, Refused, Failed).
+	Err error
+}
+
+// Summary counts the outcomes of a bulk reconcile.
+type Summary map[Outcome]int
+
+// OK reports whether every key was reconciled or was a duplicate.
+func (s Summary) OK() bool {
+	return s[NotFound]+s[Refused]+s[Failed]+s[Skipped] == 0
+}
+
+// ReconcileKeys settles keys in order, one transaction each (the logic of
+// a single `mailsvc mail reconcile KEY`: store.Store.Reconcile), or only
+// says what it would do when dryRun (store.Store.ReconcileDryRun, which
+// rolls back). It calls report once per key, in order, as soon as that key
+// is done. A key not found or refused does not stop the run; a database
+// failure does (the keys after it are Skipped), since every further key
+// would fail the same way. A key repeated in keys is done once.
+func ReconcileKeys(ctx context.Context, r Reconciler, keys []string, delivered, dryRun bool, report func(KeyResult)) Summary {
+	sum := Summary{}
+	seen := make(map[string]bool, len(keys))
+	stopped := false
+	for _, k := range keys {
+		res := KeyResult{Key: k}
+		switch {
+		case seen[k]:
+			res.Outcome = Duplicate
+		case stopped:
+			res.Outcome = Skipped
+		default:
+			seen[k] = true
+			res = reconcileOne(ctx, r, k, delivered, dryRun)
+			stopped = res.Outcome == Failed
+		}
+		sum[res.Outcome]++
+		report(res)
+	}
+	return sum
+}
+
+func reconcileOne(ctx context.Context, r Reconciler, key string, delivered, dryRun bool) KeyResult {
+	do := r.Reconcile
+	if dryRun {
+		do = r.ReconcileDryRun
+	}
+	got, err := do(ctx, key, delivered)
+	var se *store.StateError
+	switch {
+	case err == nil:
+		return KeyResult{Key: key, Outcome: Reconciled, Result: got}
+	case errors.Is(err, store.ErrNotFound):
+		return KeyResult{Key: key, Outcome: NotFound, Err: err}
+	case errors.As(err, &se):
+		return KeyResult{Key: key, Outcome: Refused, Err: se}
+	}
+	return KeyResult{Key: key, Outcome: Failed, Err: err}
+}
+
+// ReconcileLine is the line `mailsvc mail reconcile` prints for one key,
+// starting with the key: its new status and the event written, or what a
+// dry run would do, or why nothing was done.
+func ReconcileLine(r KeyResult, dryRun bool) string {
+	switch r.Outcome {
+	case Reconciled:
+		return r.Key + " " + reconciledText(r.Result, dryRun)
+	case NotFound:
+		return r.Key + " not reconciled: no mail has this dedupe key"
+	case Refused, Failed:
+		return r.Key + " not reconciled: " + strings.Join(strings.Fields(r.Err.Error()), " ")
+	case Duplicate:
+		return r.Key + " skipped: listed before, done once"
+	case Skipped:
+		return r.Key + " not attempted: the run stopped at a database failure"
+	}
+	return r.Key + " " + string(r.Outcome)
+}
+
+func reconciledText(res store.ReconcileResult, dryRun bool) string {
+	if dryRun {
+		msg := "would become " + string(res.Status)
+		if res.Feedback != "" {
+			msg += "; " + string(res.Feedback) + " would be written to the outbox"
+		}
+		return msg + " (dry run: nothing changed)"
+	}
+	msg := "is now " + string(res.Status)
+	if res.Feedback != "" {
+		msg += "; " + string(res.Feedback) + " written to the outbox"
+	}
+	if res.Status == mailtype.StatusPending {
+		msg += "; a sender will attempt it again now"
+	}
+	return msg
+}
