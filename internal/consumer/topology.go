@@ -21,6 +21,7 @@ import (
 // Changing a queue's settings on an existing queue makes the declaration
 // fail: DeclareTopology says what to do.
 func Topology(c Config) broker.Topology {
+	c = c.WithDefaults() // a zero length limit is the default one, as the consumer declares it
 	input, dead := c.MaxQueueLength, c.MaxDeadLetterQueueLength
 	if c.LimitsByPolicy {
 		input, dead = 0, 0

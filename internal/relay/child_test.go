@@ -227,6 +227,8 @@ func TestVanishedLeaderHostIsReplacedWithin30s(t *testing.T) {
 	took := time.Since(vanished)
 	t.Logf("the outbox was drained by the standby %s after the leader's host vanished", took.Round(time.Millisecond))
 	require.Less(t, took, 30*time.Second)
+	// The standby logs its round after it marked the rows: wait for the line.
+	require.Eventually(t, func() bool { _, _, p := second.state(); return p >= 20 }, 10*time.Second, 10*time.Millisecond)
 	leader, _, published := second.state()
 	require.True(t, leader)
 	require.Equal(t, 20, published)
