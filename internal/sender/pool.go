@@ -24,6 +24,7 @@ type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
 	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
 	FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error)
+	ProviderStore
 }
 
 // TemplateSettings gives per-template settings; *templates.Registry
@@ -37,6 +38,11 @@ type Deps struct {
 	// Store and Provider are required.
 	Store    Store
 	Provider Provider
+	// Fallback, when set, takes a mail when Provider failed in a way that
+	// proves it did not take it (mailtype.Reroutable), or while Provider's
+	// quota is used up or its breaker is open (sender.fallback_provider).
+	// Never a mail with an ambiguous outcome.
+	Fallback Provider
 	// Metrics may be shared; nil means unregistered metrics.
 	Metrics *Metrics
 	// Log receives the pool's logs; nil discards them.
@@ -65,7 +71,10 @@ type Pool struct {
 	log     *slog.Logger
 	metrics *Metrics
 	rules   rules
-	limiter *rate.Limiter // nil: no rate limit
+	limiter *rate.Limiter // nil: no per-process rate limit
+	// gates are the providers' shared states: the primary first, then the
+	// fallback if any.
+	gates []*gate
 
 	wake chan struct{}
 	// queue holds claimed rows for the workers, writes their outcomes and
@@ -73,8 +82,6 @@ type Pool struct {
 	// may hold, so no send on them blocks for long.
 	queue  chan *job
 	writes chan *writeRequest
-	// holdUntil (unix nanoseconds) is when a provider's throttle ends.
-	holdUntil atomic.Int64
 	// renewFailing is set while the heartbeat cannot renew leases: the
 	// dispatcher takes no claim then.
 	renewFailing atomic.Bool
@@ -120,6 +127,13 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if cfg.RateLimit > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, cfg.BatchSize))
 	}
+	p.gates = []*gate{newGate(deps.Provider, cfg, deps.Store, deps.Templates, p.metrics, p.log)}
+	if fb := deps.Fallback; fb != nil {
+		if fb.Name() == deps.Provider.Name() {
+			return nil, fmt.Errorf("sender.fallback_provider: must differ from sender.provider (%s)", fb.Name())
+		}
+		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, p.log))
+	}
 	return p, nil
 }
 
@@ -156,6 +170,8 @@ func (p *Pool) run(soft, abort context.Context) error {
 		close(p.recorded)
 	})
 	all.Go(p.heartbeatLoop)
+	p.refreshGates()
+	all.Go(p.stateLoop)
 	all.Go(func() { p.dispatch(soft) })
 	<-soft.Done()
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
@@ -200,32 +216,26 @@ func (p *Pool) Wake() {
 	}
 }
 
-// hold makes the dispatcher take no claim for d (a provider's throttle).
-func (p *Pool) hold(d time.Duration) {
-	until := time.Now().Add(d).UnixNano()
-	for {
-		cur := p.holdUntil.Load()
-		if cur >= until || p.holdUntil.CompareAndSwap(cur, until) {
-			return
-		}
-	}
-}
-
 // dispatch claims rows until ctx ends, then closes the queue.
 func (p *Pool) dispatch(ctx context.Context) {
 	defer close(p.queue)
 	failures := 0
 	for ctx.Err() == nil {
-		if !p.waitHold(ctx) {
-			return
-		}
 		if p.renewFailing.Load() {
 			p.waitWork(ctx)
+			continue
+		}
+		probe := p.takeProbe()
+		if probe == nil && !p.routable() {
+			p.waitPaused(ctx)
 			continue
 		}
 		n := p.room(ctx)
 		if n == 0 {
 			return
+		}
+		if probe != nil {
+			n = 1
 		}
 		if n = p.takeTokens(ctx, n); n == 0 {
 			return
@@ -233,6 +243,7 @@ func (p *Pool) dispatch(ctx context.Context) {
 		claimed, leaseEnd, err := p.claim(ctx, n)
 		for i := range claimed {
 			j := newJob(claimed[i], leaseEnd)
+			j.probe = probe
 			p.own(j)
 			p.queue <- j
 		}
@@ -332,15 +343,6 @@ func (p *Pool) takeTokens(ctx context.Context, n int) int {
 		got += extra
 	}
 	return got
-}
-
-// waitHold sleeps while a provider throttle is in force; false when ctx
-// ended.
-func (p *Pool) waitHold(ctx context.Context) bool {
-	if d := time.Until(time.Unix(0, p.holdUntil.Load())); d > 0 {
-		sleep(ctx, d)
-	}
-	return ctx.Err() == nil
 }
 
 // waitWork waits for a wake-up, the poll interval or ctx.
