@@ -14,9 +14,9 @@ package sender
 
 import (
 	"context"
-	"errors"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"time"
 )
 

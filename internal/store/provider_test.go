@@ -168,7 +168,6 @@ func TestBreakerTripsOnceAfterConsecutiveFailures(t *testing.T) {
 	require.Equal(t, "smtp", states[1].Provider)
 }
 
-
 // TestProviderStatementsInEveryExecMode: every provider statement works in
 // each pgx query exec mode (intervals, booleans and text arrays sent
 // without parameter types).
