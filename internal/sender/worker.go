@@ -134,7 +134,11 @@ func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result)
 			g = nil
 		}
 	}
-	if g == nil {
+	switch {
+	case g == nil && soft.Err() != nil:
+		p.flush(out)
+		return &result{j: j, v: releaseVerdict()}
+	case g == nil:
 		p.flush(out)
 		return &result{j: j, v: deferVerdict(p.resumeIn())}
 	}
