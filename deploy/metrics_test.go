@@ -121,6 +121,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcConsumerDisconnected", "MailsvcDeadLetterQueueReceiving", "MailsvcOldestPendingMailTooOld",
 		"MailsvcOutboxLagging", "MailsvcOutboxDeadRows", "MailsvcUnknownMails", "MailsvcHighRetryRatio",
 		"MailsvcFencingRejections", "MailsvcRelayNoLeader",
+		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
 	}
 	var got []string
 	for _, r := range rules {
