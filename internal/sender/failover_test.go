@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/api"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/sendertest"
@@ -43,7 +44,7 @@ func TestPrimaryDownEveryMailDeliveredOnceThroughTheFallback(t *testing.T) {
 	t.Parallel()
 	const mails = 10
 	b := setup(t, smtptest.Options{})
-	api, fallback := resendAPI(t)
+	stand, fallback := resendAPI(t)
 	for i := range mails {
 		b.insert(t, fmt.Sprint(i))
 	}
@@ -52,7 +53,7 @@ func TestPrimaryDownEveryMailDeliveredOnceThroughTheFallback(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
 	}, 15*time.Second, 10*time.Millisecond)
-	sent := api.Sent()
+	sent := stand.Sent()
 	require.Len(t, sent, mails)
 	seen := map[string]bool{}
 	for _, s := range sent {
@@ -63,7 +64,12 @@ func TestPrimaryDownEveryMailDeliveredOnceThroughTheFallback(t *testing.T) {
 			"the primary's Message-ID")
 	}
 	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND provider = 'resend' AND sends = 1`))
-	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent' AND payload->'data'->>'provider' = 'resend'`))
+	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent'
+		AND payload->'data'->>'provider' = 'resend' AND payload->'data'->>'failover_from' = 'smtp'`),
+		"the feedback names the provider that delivered, and the primary it replaced")
+	for _, body := range b.sc.QueryMap(t, `SELECT event_id::text, payload::text FROM outbox`) {
+		require.Empty(t, api.ValidateFeedback("EmailSent", []byte(body)), "the event validates against the contract")
+	}
 	require.EqualValues(t, 3, value(m.Failovers.WithLabelValues("smtp", "resend")), "three within their attempt, then the breaker routes")
 	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 3)
 	requireAttempts(t, m, "resend", sender.OutcomeSent, mails)
@@ -83,7 +89,7 @@ func TestPrimaryAmbiguousNeverFailsOver(t *testing.T) {
 		t.Run(string(c.policy), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, smtptest.Options{LoseReplyFor: func(string) bool { return true }})
-			api, fallback := resendAPI(t)
+			stand, fallback := resendAPI(t)
 			id := b.insert(t, "42")
 			cfg := failoverConfig()
 			cfg.SendTimeout = 300 * time.Millisecond
@@ -92,7 +98,7 @@ func TestPrimaryAmbiguousNeverFailsOver(t *testing.T) {
 
 			b.waitRow(t, id, mailtype.StatusUnknown, c.copies)
 			require.Equal(t, c.copies, b.srv.Count())
-			require.Empty(t, api.Requests(), "never another provider after an ambiguous outcome")
+			require.Empty(t, stand.Requests(), "never another provider after an ambiguous outcome")
 			require.Zero(t, value(m.Failovers.WithLabelValues("smtp", "resend")))
 			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND provider = 'smtp'`, id))
 		})
@@ -106,7 +112,7 @@ func TestPrimaryAmbiguousNeverFailsOver(t *testing.T) {
 func TestMailWithAnAmbiguousOutcomeWaitsForItsProvider(t *testing.T) {
 	t.Parallel()
 	b := setup(t, smtptest.Options{})
-	api, fallback := resendAPI(t)
+	stand, fallback := resendAPI(t)
 	amb := b.insert(t, "amb")
 	b.sc.Exec(t, `UPDATE mail SET ambiguous = 1, sends = 1, provider = 'smtp' WHERE id = $1`, amb)
 	for i := range 4 {
@@ -119,7 +125,7 @@ func TestMailWithAnAmbiguousOutcomeWaitsForItsProvider(t *testing.T) {
 	}, 15*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return gauge(m.Paused.WithLabelValues("smtp", string(mailtype.PauseBreaker))) == 1 },
 		5*time.Second, 5*time.Millisecond)
-	for _, r := range api.Requests() {
+	for _, r := range stand.Requests() {
 		require.NotEqual(t, key("amb"), r.IdempotencyKey)
 	}
 	require.Eventually(t, func() bool {

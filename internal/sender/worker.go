@@ -273,6 +273,9 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) 
 	if j.probe == g && trouble != "" {
 		v = unspentVerdict(err, a, g.probeInterval(g.reason()))
 	}
+	if g != p.primary() && !v.Record.Release {
+		v.Record.FailoverFrom = p.primary().name
+	}
 	return v
 }
 

@@ -36,6 +36,10 @@ type Feedback struct {
 	// Detail is the provider's detail of the failure, published as
 	// data.provider_detail; the key is left out when Detail is zero.
 	Detail mailtype.ProviderDetail
+	// FailoverFrom is the primary provider when Provider is the fallback
+	// that took the mail (sender.fallback_provider), published as
+	// data.failover_from; "" (the key left out) otherwise.
+	FailoverFrom string
 }
 
 // feedbackEnvelope is the JSON body published on mail.events.
@@ -62,6 +66,7 @@ type feedbackData struct {
 	Error             string `json:"error,omitempty"`
 	// ProviderDetail is nil, and the key left out, when there is no detail.
 	ProviderDetail *mailtype.ProviderDetail `json:"provider_detail,omitempty"`
+	FailoverFrom   string                   `json:"failover_from,omitempty"`
 }
 
 // insertOutboxSQL takes the payload ($7) as text: in the exec and
@@ -103,6 +108,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 			OrderID: f.OrderID, Revision: revisionOr1(f.Revision), Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
+			FailoverFrom: f.FailoverFrom,
 		},
 	}
 	if !f.Detail.IsZero() {
