@@ -191,7 +191,7 @@ func (p *Pool) flush(out *result) {
 // attempt (same mark, identical message), if the lease holds a whole send
 // more: never after an ambiguous outcome, never for a mail that had one.
 func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.Started, deadline, leaseEnd time.Time) verdict {
-	err, r := p.call(hard, s, g, j, deadline)
+	r, err := p.call(hard, s, g, j, deadline)
 	fb := p.failoverTo(g, j, err)
 	if fb == nil {
 		return p.outcome(g, j, st, err, r)
@@ -212,7 +212,7 @@ func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.
 	p.metrics.Failovers.WithLabelValues(g.name, fb.name).Inc()
 	p.log.Warn("failover: the primary provider did not take the mail; sending it through the fallback",
 		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
-	err, r = p.call(hard, s, fb, j, deadline)
+	r, err = p.call(hard, s, fb, j, deadline)
 	return p.outcome(fb, j, st, err, r)
 }
 
@@ -234,7 +234,7 @@ func (p *Pool) failoverTo(g *gate, j *job, err error) *gate {
 }
 
 // call makes one provider call through g.
-func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline time.Time) (error, Receipt) {
+func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline time.Time) (Receipt, error) {
 	sendCtx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	start := time.Now()
@@ -243,7 +243,7 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 	if err != nil && hard.Err() != nil {
 		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}
-	return err, r
+	return r, err
 }
 
 // outcome applies what a call through g says about the provider to its
