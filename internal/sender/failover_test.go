@@ -12,6 +12,7 @@ import (
 	"github.com/mailsvc/mailsvc/api"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/sender/resendtest"
 	"github.com/mailsvc/mailsvc/internal/sender/sendertest"
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
@@ -132,4 +133,33 @@ func TestMailWithAnAmbiguousOutcomeWaitsForItsProvider(t *testing.T) {
 		return b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'pending' AND ambiguous = 1`, amb) == 1
 	}, 5*time.Second, 5*time.Millisecond)
 	require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
+}
+
+// TestQuotaFailsOver: Resend's daily quota is used up. The mail that met
+// it goes through the SMTP fallback in the same attempt, the rest while
+// Resend is paused; none spends more than its one attempt.
+func TestQuotaFailsOver(t *testing.T) {
+	t.Parallel()
+	const mails = 5
+	b := setup(t, smtptest.Options{})
+	stand, primary := resendAPI(t)
+	stand.Inject(resendtest.DailyQuota())
+	for i := range mails {
+		b.insert(t, fmt.Sprint(i))
+	}
+	cfg := failoverConfig()
+	cfg.QuotaProbe = time.Hour
+	_, m := b.start(t, cfg, sender.Deps{Provider: primary, Fallback: b.smtpProvider(t, smtp.TLSNone)})
+
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
+	}, 15*time.Second, 10*time.Millisecond)
+	require.Equal(t, mails, b.srv.Count())
+	require.Empty(t, stand.Sent())
+	require.Len(t, stand.Requests(), 1, "Resend is paused after its quota answer")
+	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM mail WHERE provider = 'smtp' AND sends = 1`))
+	require.EqualValues(t, 1, value(m.Failovers.WithLabelValues("resend", "smtp")))
+	require.EqualValues(t, 1, value(m.Throttled.WithLabelValues("resend")))
+	require.EqualValues(t, 1, gauge(m.Paused.WithLabelValues("resend", string(mailtype.PauseQuota))))
+	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM outbox WHERE payload->'data'->>'failover_from' = 'resend'`))
 }

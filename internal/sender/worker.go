@@ -126,14 +126,7 @@ func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result)
 		p.log.Warn("mail not sent: its event is older than its max age", append(j.logAttrs(), "error", v.Record.Error)...)
 		return &result{j: j, v: v}
 	}
-	g := p.route(j)
-	if g != nil && g.limited() {
-		p.flush(out)
-		out = nil
-		if !p.waitSlot(soft, g, j) {
-			g = nil
-		}
-	}
+	g, out := p.pick(soft, j, out)
 	switch {
 	case g == nil && soft.Err() != nil:
 		p.flush(out)
@@ -152,6 +145,22 @@ func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result)
 		return &result{j: j, v: releaseVerdict()}
 	}
 	return &result{j: j, v: p.send(hard, s, j, g, st, deadline, leaseEnd)}
+}
+
+// pick routes j (Pool.route) and, for a rate-limited provider, waits for
+// its send slot, after writing out alone (the wait must not hold the
+// previous outcome back). It returns the provider, nil when none may take
+// j now, and the outcome still to write with the mark.
+func (p *Pool) pick(soft context.Context, j *job, out *result) (*gate, *result) {
+	g := p.route(j)
+	if g == nil || !g.limited() {
+		return g, out
+	}
+	p.flush(out)
+	if !p.waitSlot(soft, g, j) {
+		return nil, nil
+	}
+	return g, nil
 }
 
 // waitSlot waits for the send slot of j through g (the deployment-wide
@@ -208,7 +217,9 @@ func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.
 		}
 		sleep(hard, time.Until(at))
 	}
-	p.metrics.Attempts.WithLabelValues(g.name, v.Outcome).Inc()
+	if !v.Record.Release {
+		p.metrics.Attempts.WithLabelValues(g.name, v.Outcome).Inc() // a 429 is counted as throttled
+	}
 	p.metrics.Failovers.WithLabelValues(g.name, fb.name).Inc()
 	p.log.Warn("failover: the primary provider did not take the mail; sending it through the fallback",
 		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
