@@ -133,8 +133,12 @@ func (g *gate) observe(st store.ProviderState, at time.Time) {
 		if reason == mailtype.PauseRateLimited {
 			lvl = slog.LevelWarn
 		}
+		when := "until" // a rate limit ends by itself; a quota or breaker pause ends with a probe
+		if reason.Probed() {
+			when = "next_probe"
+		}
 		g.log.Log(context.Background(), lvl, "provider paused: no mail is sent through it (mails wait in pending, no attempt spent)",
-			"reason", reason, "until", until.UTC().Format(time.RFC3339), "since", st.PausedAt.UTC().Format(time.RFC3339),
+			"reason", reason, when, until.UTC().Format(time.RFC3339Nano), "since", st.PausedAt.UTC().Format(time.RFC3339),
 			"failures", st.Failures, "error", st.Error)
 	case was && !now:
 		g.log.Info("provider resumed", "reason", wasReason)

@@ -120,19 +120,20 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p.log = p.log.With("component", "sender", "provider", deps.Provider.Name())
+	base := p.log.With("component", "sender")
+	p.log = base.With("provider", deps.Provider.Name())
 	if p.metrics == nil {
 		p.metrics = NewMetrics(nil)
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, cfg.BatchSize))
 	}
-	p.gates = []*gate{newGate(deps.Provider, cfg, deps.Store, deps.Templates, p.metrics, p.log)}
+	p.gates = []*gate{newGate(deps.Provider, cfg, deps.Store, deps.Templates, p.metrics, base)}
 	if fb := deps.Fallback; fb != nil {
 		if fb.Name() == deps.Provider.Name() {
 			return nil, fmt.Errorf("sender.fallback_provider: must differ from sender.provider (%s)", fb.Name())
 		}
-		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, p.log))
+		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, base))
 	}
 	return p, nil
 }
