@@ -85,6 +85,9 @@ type Pool struct {
 	// renewFailing is set while the heartbeat cannot renew leases: the
 	// dispatcher takes no claim then.
 	renewFailing atomic.Bool
+	// stateFailures counts the failed reads of the providers' shared state
+	// in a row (refreshGates).
+	stateFailures atomic.Int64
 
 	heldMu sync.Mutex
 	held   map[store.Fence]*job

@@ -31,14 +31,24 @@ func (p *Pool) gateNamed(name string) *gate {
 	return nil
 }
 
-// refreshGates reads every provider's shared state once (best effort).
+// refreshGates reads every provider's shared state once (best effort;
+// a failure keeps the last view). While the database fails it logs the
+// first failure and every 30th.
 func (p *Pool) refreshGates() {
 	for _, g := range p.gates {
 		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DBTimeout)
-		if err := g.refresh(ctx); err != nil {
-			p.log.Warn("read the provider's shared state (pause, breaker)", "error", err)
-		}
+		err := g.refresh(ctx)
 		cancel()
+		switch n := p.stateFailures.Load(); {
+		case err != nil:
+			if n = p.stateFailures.Add(1); n == 1 || n%30 == 0 {
+				g.log.Warn("read the provider's shared state (pauses, breaker): the last one read stays in force",
+					"failures", n, "error", err)
+			}
+		case n > 0:
+			p.stateFailures.Store(0)
+			p.log.Info("the providers' shared state is readable again", "failures", n)
+		}
 	}
 }
 
