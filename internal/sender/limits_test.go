@@ -278,3 +278,26 @@ func TestProviderConfigValidation(t *testing.T) {
 	_, err = sender.New(cfg, sender.Deps{Store: &countingStore{}, Provider: &stallProvider{}, Fallback: &stallProvider{}})
 	require.ErrorContains(t, err, "sender.fallback_provider")
 }
+
+// TestHighRateTakesSlotsInBatches: at 1000 sends/s one round trip hands
+// out about 50 ms of slots, not one per mail.
+func TestHighRateTakesSlotsInBatches(t *testing.T) {
+	t.Parallel()
+	const mails = 200
+	b := setup(t, smtptest.Options{Discard: true})
+	cs := &countingStore{Store: b.sc.Store}
+	for i := range mails {
+		b.insert(t, fmt.Sprint(i))
+	}
+	cfg := testConfig()
+	cfg.Workers, cfg.BatchSize = 4, 20
+	cfg.RateLimits = map[string]float64{"smtp": 1000}
+	b.start(t, cfg, sender.Deps{Store: cs})
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
+	}, 20*time.Second, 10*time.Millisecond)
+	trips := int(cs.slots.Load())
+	t.Logf("%d mails at 1000/s: %d slot round trips", mails, trips)
+	require.Positive(t, trips)
+	require.LessOrEqual(t, trips, mails/10, "batches of slots")
+}
