@@ -174,9 +174,17 @@ func (p *Pool) run(soft, abort context.Context) error {
 		close(p.recorded)
 	})
 	all.Go(p.heartbeatLoop)
-	p.refreshGates()
-	all.Go(p.stateLoop)
-	all.Go(func() { p.dispatch(soft) })
+	stateRead := make(chan struct{})
+	all.Go(func() { p.stateLoop(stateRead) })
+	all.Go(func() {
+		// The first claim waits for the first read of the providers' shared
+		// state (a pause or an open breaker another replica wrote).
+		select {
+		case <-stateRead:
+		case <-soft.Done():
+		}
+		p.dispatch(soft)
+	})
 	<-soft.Done()
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()

@@ -53,9 +53,12 @@ func (p *Pool) refreshGates() {
 }
 
 // stateLoop reads what the other replicas learned about the providers
-// (pauses, the breaker) every poll interval until every outcome was
-// recorded: one round trip per provider per interval, none per mail.
-func (p *Pool) stateLoop() {
+// (pauses, the breaker) at once, closing read after that first attempt,
+// then every poll interval until every outcome was recorded: one round
+// trip per provider per interval, none per mail.
+func (p *Pool) stateLoop(read chan<- struct{}) {
+	p.refreshGates()
+	close(read)
 	t := time.NewTicker(p.cfg.PollInterval)
 	defer t.Stop()
 	for {
