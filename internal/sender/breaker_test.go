@@ -196,3 +196,31 @@ func TestBreakerIsSharedByReplicas(t *testing.T) {
 	require.EqualValues(t, opened, value(ms[0].ConfigFailures.WithLabelValues("smtp"))+value(ms[1].ConfigFailures.WithLabelValues("smtp")))
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE status NOT IN ('pending', 'sending')`))
 }
+
+// TestBreakerOpensOnARefusedAPIKey: Resend answers 401 to every call (a
+// wrong resend.api_key). After three the breaker opens; once the key is
+// right, the next probe resumes sending and every mail goes once.
+func TestBreakerOpensOnARefusedAPIKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, smtptest.Options{})
+	stand, prov := resendAPI(t)
+	stand.SetAPIKey("re_other")
+	for i := range breakerMails {
+		b.insert(t, fmt.Sprint(i))
+	}
+	_, m := b.start(t, breakerConfig(), sender.Deps{Provider: prov})
+	require.Eventually(t, func() bool { return gauge(m.Paused.WithLabelValues("resend", string(mailtype.PauseBreaker))) == 1 },
+		10*time.Second, 5*time.Millisecond)
+	require.EqualValues(t, 3, value(m.ConfigFailures.WithLabelValues("resend")))
+	require.Eventually(t, func() bool { return len(stand.Requests()) >= 5 }, 10*time.Second, 5*time.Millisecond, "probes")
+	for _, r := range stand.Requests() {
+		require.Equal(t, 401, r.Status)
+	}
+	stand.SetAPIKey(apiKey)
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == breakerMails
+	}, 15*time.Second, 10*time.Millisecond)
+	require.Len(t, stand.Sent(), breakerMails)
+	require.EqualValues(t, 3+breakerMails, b.count(t, `SELECT sum(sends) FROM mail`))
+	require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
+}
