@@ -123,6 +123,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcFencingRejections", "MailsvcRelayLeaderCount", "MailsvcDeadLetterQueueNotEmpty", "MailsvcDeadLettersHeld",
 		"MailsvcQueueNearlyFull", "MailsvcInputBacklogGrowing", "MailsvcEventLagHigh", "MailsvcOutboxStuck",
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
+		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
 	}
 	var got []string
 	for _, r := range rules {

@@ -283,30 +283,40 @@ func readyChecks(st *store.Store, cons *consumer.Consumer) []ReadyCheck {
 	return checks
 }
 
-// buildSender builds the sender pool on the provider of sender.provider,
-// and the janitor; it sets w.wakeSender.
+// buildSender builds the sender pool on the provider of sender.provider
+// (and sender.fallback_provider, when set), and the janitor; it sets
+// w.wakeSender.
 func (w *wiring) buildSender() ([]named, error) {
-	var prov sender.Provider
-	var err error
-	if w.cfg.Sender.Provider == "resend" {
-		prov, err = resend.New(resendConfig(w.cfg))
-	} else {
-		prov, err = smtp.New(smtpConfig(w.cfg))
-	}
+	prov, err := w.provider(w.cfg.Sender.Provider)
 	if err != nil {
 		return nil, fmt.Errorf("build sender provider: %w", err)
 	}
+	var fallback sender.Provider
+	if name := w.cfg.Sender.FallbackProvider; name != "" {
+		if fallback, err = w.provider(name); err != nil {
+			return nil, fmt.Errorf("build the fallback provider (sender.fallback_provider): %w", err)
+		}
+	}
 	metrics := sender.NewMetrics(w.reg)
-	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov,
+	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov, Fallback: fallback,
 		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}
-	jan, err := sender.NewJanitor(janitorConfig(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov,
+	jan, err := sender.NewJanitor(janitorConfig(w.cfg), sender.JanitorDeps{Store: w.store, Provider: prov, Fallback: fallback,
 		Templates: w.templates, Metrics: metrics, Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
 	if err != nil {
 		return nil, fmt.Errorf("build janitor: %w", err)
 	}
 	w.wakeSender = pool.Wake
 	return []named{{name: "sender", c: pool, budget: senderStopBudget(w.cfg)}, {name: "janitor", c: jan}}, nil
+}
+
+// provider builds the provider called name ("smtp" or "resend") from its
+// config section.
+func (w *wiring) provider(name string) (sender.Provider, error) {
+	if name == "resend" {
+		return resend.New(resendConfig(w.cfg))
+	}
+	return smtp.New(smtpConfig(w.cfg))
 }

@@ -44,7 +44,8 @@ func ConsumerConfig(cfg *config.Config) consumer.Config {
 	}
 }
 
-// senderConfig is the pool's part of cfg: sender.*, mail.from,
+// senderConfig is the pool's part of cfg: sender.*, the providers' rate
+// limits (smtp.rate_limit, resend.rate_limit), mail.from,
 // mail.max_event_age, log.mail_outcomes, and the secrets no error text
 // may carry.
 func senderConfig(c *config.Config) sender.Config {
@@ -55,7 +56,9 @@ func senderConfig(c *config.Config) sender.Config {
 		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
 		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
 		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c), MaxEventAge: c.Mail.MaxEventAge,
-		OutcomeLevel: outcomeLevel(c.Log.MailOutcomes),
+		OutcomeLevel:     outcomeLevel(c.Log.MailOutcomes),
+		RateLimits:       map[string]float64{"smtp": c.SMTP.RateLimit, "resend": c.Resend.RateLimit},
+		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
 	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = sender.NoAmbiguousRetries

@@ -91,21 +91,27 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		require.Equal(t, mapped, eff, "WithDefaults changed a field a key sets")
 		own := sender.Config{}.WithDefaults()
 		for name, pair := range map[string][2]any{
-			"sender.workers":           {mapped.Workers, own.Workers},
-			"sender.batch_size":        {mapped.BatchSize, own.BatchSize},
-			"sender.lease":             {mapped.Lease, own.Lease},
-			"sender.send_timeout":      {mapped.SendTimeout, own.SendTimeout},
-			"sender.max_attempts":      {mapped.MaxAttempts, own.MaxAttempts},
-			"sender.ambiguous_policy":  {mapped.AmbiguousPolicy, own.AmbiguousPolicy},
-			"sender.ambiguous_retries": {mapped.AmbiguousRetries, own.AmbiguousRetries},
-			"sender.retry_backoff":     {mapped.RetryBackoff, own.RetryBackoff},
-			"sender.retry_backoff_max": {mapped.RetryBackoffMax, own.RetryBackoffMax},
-			"sender.rate_limit":        {mapped.RateLimit, own.RateLimit},
-			"sender.poll_interval":     {mapped.PollInterval, own.PollInterval},
-			"sender.shutdown_timeout":  {mapped.ShutdownTimeout, own.ShutdownTimeout},
+			"sender.workers":                {mapped.Workers, own.Workers},
+			"sender.batch_size":             {mapped.BatchSize, own.BatchSize},
+			"sender.lease":                  {mapped.Lease, own.Lease},
+			"sender.send_timeout":           {mapped.SendTimeout, own.SendTimeout},
+			"sender.max_attempts":           {mapped.MaxAttempts, own.MaxAttempts},
+			"sender.ambiguous_policy":       {mapped.AmbiguousPolicy, own.AmbiguousPolicy},
+			"sender.ambiguous_retries":      {mapped.AmbiguousRetries, own.AmbiguousRetries},
+			"sender.retry_backoff":          {mapped.RetryBackoff, own.RetryBackoff},
+			"sender.retry_backoff_max":      {mapped.RetryBackoffMax, own.RetryBackoffMax},
+			"sender.rate_limit":             {mapped.RateLimit, own.RateLimit},
+			"sender.poll_interval":          {mapped.PollInterval, own.PollInterval},
+			"sender.shutdown_timeout":       {mapped.ShutdownTimeout, own.ShutdownTimeout},
+			"sender.breaker_threshold":      {mapped.BreakerThreshold, own.BreakerThreshold},
+			"sender.breaker_probe_interval": {mapped.BreakerProbe, own.BreakerProbe},
+			"sender.quota_probe_interval":   {mapped.QuotaProbe, own.QuotaProbe},
 		} {
 			require.Equal(t, pair[0], pair[1], name)
 		}
+		require.Equal(t, map[string]float64{"smtp": 0, "resend": config.ResendDefaultRateLimit}, mapped.RateLimits,
+			"smtp.rate_limit none, resend.rate_limit Resend's documented default")
+		require.Empty(t, cfg.Sender.FallbackProvider)
 		jan := janitorConfig(cfg)
 		require.Equal(t, 30*time.Second, jan.Interval, "a quarter of sender.lease, at most 30s")
 		require.Equal(t, cfg.Retention.Window, jan.RetentionWindow)

@@ -117,7 +117,10 @@ func newMailShowCmd(e *env) *cobra.Command {
 				if asJSON {
 					return writeMailsJSON(e.stdout, mails, orderID == "")
 				}
-				return writeMails(e.stdout, mails)
+				// Why a waiting mail waits, when a provider is paused; a
+				// failed read leaves that out of the report.
+				states, _ := st.ProviderStates(e.ctx)
+				return writeMails(e.stdout, mails, states)
 			})
 		},
 	}
@@ -147,21 +150,22 @@ func writeMailsJSON(w io.Writer, mails []store.MailView, single bool) error {
 	return enc.Encode(mails)
 }
 
-func writeMails(w io.Writer, mails []store.MailView) error {
+func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderState) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, m := range mails {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		writeMail(tw, m)
+		writeMail(tw, m, states)
 	}
 	return tw.Flush()
 }
 
 // writeMail prints the report of m (operator.MailReport) as aligned
-// "name: value" lines.
-func writeMail(w io.Writer, m store.MailView) {
-	for _, f := range operator.MailReport(m, time.Now()) {
+// "name: value" lines, and, for a mail that waits, the providers that are
+// paused (operator.PausedProviders).
+func writeMail(w io.Writer, m store.MailView, states []store.ProviderState) {
+	for _, f := range append(operator.MailReport(m, time.Now()), operator.PausedProviders(m, states)...) {
 		fmt.Fprintf(w, "%s:\t%s\n", f.Name, f.Value)
 	}
 }

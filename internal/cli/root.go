@@ -88,6 +88,7 @@ func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 		newVersionCmd(e),
 		newTemplateCmd(e),
 		newMailCmd(e),
+		newProviderCmd(e),
 		newDLQCmd(e),
 		newOutboxCmd(e),
 		newEmitCmd(e),

@@ -139,6 +139,20 @@ type Sender struct {
 	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
 	// ShutdownTimeout is how long in-flight sends may finish on SIGTERM.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+	// FallbackProvider is "" (none), or the other provider ("smtp" or
+	// "resend", configured in its own section): it takes a mail only when
+	// the primary failed in a way that proves nothing was sent, or while
+	// the primary's quota is used up or its breaker is open.
+	FallbackProvider string `mapstructure:"fallback_provider" yaml:"fallback_provider"`
+	// BreakerThreshold is how many configuration failures in a row, across
+	// every replica, open a provider's circuit breaker.
+	BreakerThreshold int `mapstructure:"breaker_threshold" yaml:"breaker_threshold"`
+	// BreakerProbeInterval is the time between two probe sends while a
+	// breaker is open.
+	BreakerProbeInterval time.Duration `mapstructure:"breaker_probe_interval" yaml:"breaker_probe_interval"`
+	// QuotaProbeInterval is the time between two probe sends while a
+	// provider's sending quota is used up.
+	QuotaProbeInterval time.Duration `mapstructure:"quota_probe_interval" yaml:"quota_probe_interval"`
 }
 
 // SMTP configures the SMTP provider.
@@ -163,6 +177,9 @@ type SMTP struct {
 	// idempotency key, for relays that honour one (Resend's SMTP relay reads
 	// Resend-Idempotency-Key, EmailEngine X-EE-Idempotency-Key).
 	IdempotencyHeader string `mapstructure:"idempotency_header" yaml:"idempotency_header"`
+	// RateLimit is the relay's limit in sends per second for the whole
+	// deployment, shared by every replica through PostgreSQL; 0 = none.
+	RateLimit float64 `mapstructure:"rate_limit" yaml:"rate_limit"`
 }
 
 // Resend configures the Resend HTTP API provider.
@@ -171,6 +188,10 @@ type Resend struct {
 	// APIKeyFile, when set, is read for the API key.
 	APIKeyFile string `mapstructure:"api_key_file" yaml:"api_key_file"`
 	BaseURL    string `mapstructure:"base_url" yaml:"base_url"`
+	// RateLimit is the account's limit in requests per second for the
+	// whole deployment, shared by every replica through PostgreSQL
+	// (default ResendDefaultRateLimit); 0 = none.
+	RateLimit float64 `mapstructure:"rate_limit" yaml:"rate_limit"`
 }
 
 // Mail configures the mails themselves.

@@ -69,22 +69,30 @@ func TestEnvOverridesFile(t *testing.T) {
 func TestValidationNamesTheKey(t *testing.T) {
 	t.Parallel()
 	cases := map[string]map[string]string{
-		"sender.lease":               {"MAILSVC_SENDER_LEASE": "1s", "MAILSVC_SENDER_SEND_TIMEOUT": "30s"},
-		"retention.window":           {"MAILSVC_RETENTION_WINDOW": "1h"},
-		"sender.provider":            {"MAILSVC_SENDER_PROVIDER": "carrier-pigeon"},
-		"smtp.tls":                   {"MAILSVC_SMTP_TLS": "maybe"},
-		"resend.api_key":             {"MAILSVC_SENDER_PROVIDER": "resend"},
-		"sender.ambiguous_policy":    {"MAILSVC_SENDER_AMBIGUOUS_POLICY": "hope"},
-		"sender.workers":             {"MAILSVC_SENDER_WORKERS": "0"},
-		"templates.time_zone":        {"MAILSVC_TEMPLATES_TIME_ZONE": "Mars/Olympus"},
-		"sender.ambiguous_retries":   {"MAILSVC_SENDER_AMBIGUOUS_RETRIES": "-1"},
-		"mail.reply_to":              {"MAILSVC_MAIL_REPLY_TO": "not an address"},
-		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod\x01"},
-		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "X-A\r\nBcc: v@x.example"},
-		"log.mail_outcomes":          {"MAILSVC_LOG_MAIL_OUTCOMES": "warn"},
-		"serve.roles":                {"MAILSVC_SERVE_ROLES": "consumer,mailer"},
+		"sender.lease":                {"MAILSVC_SENDER_LEASE": "1s", "MAILSVC_SENDER_SEND_TIMEOUT": "30s"},
+		"retention.window":            {"MAILSVC_RETENTION_WINDOW": "1h"},
+		"sender.provider":             {"MAILSVC_SENDER_PROVIDER": "carrier-pigeon"},
+		"smtp.tls":                    {"MAILSVC_SMTP_TLS": "maybe"},
+		"resend.api_key":              {"MAILSVC_SENDER_PROVIDER": "resend"},
+		"sender.ambiguous_policy":     {"MAILSVC_SENDER_AMBIGUOUS_POLICY": "hope"},
+		"sender.workers":              {"MAILSVC_SENDER_WORKERS": "0"},
+		"templates.time_zone":         {"MAILSVC_TEMPLATES_TIME_ZONE": "Mars/Olympus"},
+		"sender.ambiguous_retries":    {"MAILSVC_SENDER_AMBIGUOUS_RETRIES": "-1"},
+		"mail.reply_to":               {"MAILSVC_MAIL_REPLY_TO": "not an address"},
+		"mail.idempotency_namespace":  {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod\x01"},
+		"smtp.idempotency_header":     {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "X-A\r\nBcc: v@x.example"},
+		"sender.fallback_provider":    {"MAILSVC_SENDER_FALLBACK_PROVIDER": "smtp"},
+		"sender.breaker_threshold":    {"MAILSVC_SENDER_BREAKER_THRESHOLD": "0"},
+		"sender.quota_probe_interval": {"MAILSVC_SENDER_QUOTA_PROBE_INTERVAL": "0s"},
+		"resend.rate_limit":           {"MAILSVC_RESEND_RATE_LIMIT": "-1"},
+		"smtp.rate_limit":             {"MAILSVC_SMTP_RATE_LIMIT": "-0.5"},
+		"log.mail_outcomes":           {"MAILSVC_LOG_MAIL_OUTCOMES": "warn"},
+		"serve.roles":                 {"MAILSVC_SERVE_ROLES": "consumer,mailer"},
 	}
 	for key, env := range map[string]map[string]string{
+		// The fallback's own section must be complete.
+		"resend.api_key":             {"MAILSVC_SENDER_FALLBACK_PROVIDER": "resend"},
+		"sender.fallback_provider":   {"MAILSVC_SENDER_FALLBACK_PROVIDER": "pigeon"},
 		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod with space"},
 		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "From"},
 		"serve.roles":                {"MAILSVC_SERVE_ROLES": ""},
@@ -99,6 +107,9 @@ func TestValidationNamesTheKey(t *testing.T) {
 	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "Resend-Idempotency-Key",
 		"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod-eu"})))
 	require.NoError(t, err, "a valid header name and namespace")
+	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_SENDER_FALLBACK_PROVIDER": "resend",
+		"MAILSVC_RESEND_API_KEY": "re_x", "MAILSVC_RESEND_RATE_LIMIT": "10"})))
+	require.NoError(t, err, "a fallback with its section")
 	_, err = config.Load("", envOf(map[string]string{}))
 	require.ErrorContains(t, err, "mail.from")
 }

@@ -7,6 +7,12 @@ import "time"
 // can record its outcome before another worker may reclaim the row.
 const LeaseMargin = 10 * time.Second
 
+// ResendDefaultRateLimit is resend.rate_limit's default, in requests per
+// second: Resend's documented default rate limit of a team, shared by all
+// its API keys (Resend API reference, "Usage Limits":
+// https://resend.com/docs/api-reference/rate-limit; it was 2 before).
+const ResendDefaultRateLimit = 5.0
+
 // defaults maps every config key to its default; a key absent here is
 // unknown and rejected in a file.
 var defaults = map[string]any{
@@ -51,6 +57,11 @@ var defaults = map[string]any{
 	"sender.rate_limit":        0.0,
 	"sender.poll_interval":     time.Second,
 	"sender.shutdown_timeout":  20 * time.Second,
+	"sender.fallback_provider": "",
+
+	"sender.breaker_threshold":      3,
+	"sender.breaker_probe_interval": 30 * time.Second,
+	"sender.quota_probe_interval":   5 * time.Minute,
 
 	"smtp.host":               "localhost",
 	"smtp.port":               587,
@@ -63,10 +74,15 @@ var defaults = map[string]any{
 	"smtp.tls_key_file":       "",
 	"smtp.tls_server_name":    "",
 	"smtp.idempotency_header": "",
+	"smtp.rate_limit":         0.0,
 
 	"resend.api_key":      "",
 	"resend.api_key_file": "",
 	"resend.base_url":     "https://api.resend.com/",
+	// Resend's documented default account limit: 5 requests per second per
+	// team (Resend API reference, "Usage Limits",
+	// https://resend.com/docs/api-reference/rate-limit).
+	"resend.rate_limit": ResendDefaultRateLimit,
 
 	"mail.from":                  "",
 	"mail.max_event_age":         24 * time.Hour,

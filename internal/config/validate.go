@@ -114,22 +114,34 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 func (c *Config) validateSender(bad func(string, string, ...any)) {
 	s := c.Sender
 	switch s.Provider {
-	case "smtp":
-		if c.SMTP.Host == "" {
-			bad("smtp.host", "is required with sender.provider smtp")
-		}
-		if c.SMTP.Port < 1 || c.SMTP.Port > 65535 {
-			bad("smtp.port", "must be 1..65535, got %d", c.SMTP.Port)
-		}
-	case "resend":
-		if c.Resend.APIKey == "" {
-			bad("resend.api_key", "is required with sender.provider resend (or set resend.api_key_file)")
-		}
-		if u, err := url.Parse(c.Resend.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
-			bad("resend.base_url", "must be an http(s) URL")
-		}
+	case "smtp", "resend":
+		c.validateProvider(bad, s.Provider, "sender.provider")
 	default:
 		bad("sender.provider", "must be smtp or resend, got %q", s.Provider)
+	}
+	switch s.FallbackProvider {
+	case "":
+	case s.Provider:
+		bad("sender.fallback_provider", "must differ from sender.provider (%s), or be empty", s.Provider)
+	case "smtp", "resend":
+		c.validateProvider(bad, s.FallbackProvider, "sender.fallback_provider")
+	default:
+		bad("sender.fallback_provider", "must be smtp, resend or empty, got %q", s.FallbackProvider)
+	}
+	if s.BreakerThreshold < 1 {
+		bad("sender.breaker_threshold", "must be at least 1, got %d", s.BreakerThreshold)
+	}
+	for key, d := range map[string]time.Duration{"sender.breaker_probe_interval": s.BreakerProbeInterval,
+		"sender.quota_probe_interval": s.QuotaProbeInterval} {
+		if d <= 0 {
+			bad(key, "must be a positive duration, got %s", d)
+		}
+	}
+	if c.SMTP.RateLimit < 0 {
+		bad("smtp.rate_limit", "must be >= 0 (0 means no limit)")
+	}
+	if c.Resend.RateLimit < 0 {
+		bad("resend.rate_limit", "must be >= 0 (0 means no limit)")
 	}
 	switch c.SMTP.TLS {
 	case "starttls", "implicit", "opportunistic", "none":
@@ -147,6 +159,27 @@ func (c *Config) validateSender(bad func(string, string, ...any)) {
 	}
 	if s.RateLimit < 0 {
 		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
+	}
+}
+
+// validateProvider checks the section of a provider in use (by key: the
+// sender.provider or sender.fallback_provider that chose it).
+func (c *Config) validateProvider(bad func(string, string, ...any), name, by string) {
+	switch name {
+	case "smtp":
+		if c.SMTP.Host == "" {
+			bad("smtp.host", "is required with %s smtp", by)
+		}
+		if c.SMTP.Port < 1 || c.SMTP.Port > 65535 {
+			bad("smtp.port", "must be 1..65535, got %d", c.SMTP.Port)
+		}
+	case "resend":
+		if c.Resend.APIKey == "" {
+			bad("resend.api_key", "is required with %s resend (or set resend.api_key_file)", by)
+		}
+		if u, err := url.Parse(c.Resend.BaseURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+			bad("resend.base_url", "must be an http(s) URL")
+		}
 	}
 }
 

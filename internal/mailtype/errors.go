@@ -75,6 +75,14 @@ type Error struct {
 	// HTTP status, error name), set where a provider's error is classified;
 	// zero for every other error. DetailOf reads it through a chain.
 	Detail ProviderDetail
+	// Reroutable is set where a provider's failure is classified when it
+	// proves that the provider did not take the mail and says nothing
+	// against the mail itself: a refused or failed connection, TLS or
+	// authentication before MAIL FROM, a 4xx/5xx reply before DATA that
+	// does not refuse a recipient, an HTTP answer that created nothing
+	// (Resend's 401, 403, 429). Another provider may take such a mail
+	// (sender.fallback_provider); never one whose outcome is ambiguous.
+	Reroutable bool
 }
 
 func (e *Error) Error() string {
@@ -115,4 +123,12 @@ func ReasonOf(err error) Reason {
 		return e.Reason
 	}
 	return ReasonOther
+}
+
+// Reroutable reports whether the first *Error in err's chain is
+// Reroutable: the provider provably did not take the mail, and another one
+// may.
+func Reroutable(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Reroutable
 }

@@ -42,9 +42,26 @@ type Config struct {
 	// between attempts (defaults 5s and 30m; exponential with jitter).
 	RetryBackoff    time.Duration
 	RetryBackoffMax time.Duration
-	// RateLimit is the most provider calls per second of this pool; 0 means
-	// no limit. Tokens are taken before a claim, never after.
+	// RateLimit is the most provider calls per second of this pool alone
+	// (sender.rate_limit); 0 means no limit. Tokens are taken before a
+	// claim, never after. The provider's own limit is RateLimits.
 	RateLimit float64
+	// RateLimits is each provider's rate limit for the whole deployment, in
+	// sends per second, shared by every replica through PostgreSQL
+	// (resend.rate_limit, smtp.rate_limit; docs/design.md, "Provider
+	// limits, pauses and the breaker"). A provider absent or at 0 has none,
+	// and then costs no database round trip per mail.
+	RateLimits map[string]float64
+	// BreakerThreshold is how many configuration failures in a row, across
+	// every replica, open a provider's circuit breaker
+	// (sender.breaker_threshold, default 3).
+	BreakerThreshold int
+	// BreakerProbe is the time between two probe sends while a breaker is
+	// open (sender.breaker_probe_interval, default 30s).
+	BreakerProbe time.Duration
+	// QuotaProbe is the time between two probe sends while a provider's
+	// sending quota is used up (sender.quota_probe_interval, default 5m).
+	QuotaProbe time.Duration
 	// PollInterval is how often an idle pool looks for due rows when no
 	// wake-up arrives (default 1s): the safety net across replicas.
 	PollInterval time.Duration
@@ -102,6 +119,11 @@ func (c Config) WithDefaults() Config {
 	if c.AmbiguousRetries == 0 {
 		c.AmbiguousRetries = 1
 	}
+	if c.BreakerThreshold == 0 {
+		c.BreakerThreshold = 3
+	}
+	def(&c.BreakerProbe, 30*time.Second)
+	def(&c.QuotaProbe, 5*time.Minute)
 	def(&c.Lease, 2*time.Minute)
 	def(&c.SendTimeout, 30*time.Second)
 	def(&c.RetryBackoff, 5*time.Second)
@@ -140,6 +162,17 @@ func (c Config) Validate() error {
 	}
 	if c.RateLimit < 0 {
 		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
+	}
+	for name, r := range c.RateLimits {
+		if r < 0 {
+			bad(name+".rate_limit", "must be >= 0 (0 means no limit), got %g", r)
+		}
+	}
+	if c.BreakerThreshold < 1 {
+		bad("sender.breaker_threshold", "must be at least 1, got %d", c.BreakerThreshold)
+	}
+	if c.BreakerProbe <= 0 || c.QuotaProbe <= 0 {
+		bad("sender.breaker_probe_interval", "and sender.quota_probe_interval must be positive, got %s and %s", c.BreakerProbe, c.QuotaProbe)
 	}
 	if c.From == "" {
 		bad("mail.from", "is required")

@@ -38,14 +38,16 @@ type attempt struct {
 	RetryBackoff, RetryBackoffMax time.Duration
 	// Secrets are redacted from the stored error text.
 	Secrets []string
+	// QuotaProbe is how long a mail waits after its provider's quota ran
+	// out (sender.quota_probe_interval): until the next probe.
+	QuotaProbe time.Duration
 }
 
-// verdict is the decision about one attempt: the metric outcome, what to
-// record, and how long the provider asked everyone to wait.
+// verdict is the decision about one attempt: the metric outcome and what
+// to record.
 type verdict struct {
-	Outcome  string
-	Record   store.Outcome
-	Throttle time.Duration
+	Outcome string
+	Record  store.Outcome
 }
 
 // resendIsSafe reports whether sending the mail again cannot deliver it
@@ -71,9 +73,10 @@ func (a attempt) retryAmbiguous() bool {
 }
 
 // decide classifies the outcome of one send attempt (docs/design.md,
-// "Error classes"). Transient: back to pending with exponential backoff
-// and jitter (at least the provider's Retry-After), or failed once the
-// sends are exhausted. Permanent: failed. Ambiguous: sent again after a
+// "Error classes"). A rate limit or a used-up quota (a *ProviderError) is
+// no attempt: back to pending unspent, due when the provider's pause may
+// end. Transient: back to pending with exponential backoff and jitter, or
+// failed once the sends are exhausted. Permanent: failed. Ambiguous: sent again after a
 // backoff when retryAmbiguous and sends remain, else unknown: a mail whose
 // last attempt is ambiguous ends unknown under either policy, never
 // failed, since it may have been delivered. A reused idempotency key
@@ -97,12 +100,14 @@ func decide(err error, r Receipt, a attempt) verdict {
 		Error: mailtype.Sanitize(err.Error(), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
 		Ambiguous: class == mailtype.Ambiguous, Detail: mailtype.DetailOf(err),
 	}
-	v := verdict{Outcome: string(class), Record: rec}
-	var te *ThrottleError
-	if errors.As(err, &te) {
-		v.Throttle = te.After
+	switch trouble, after := TroubleOf(err); trouble {
+	case TroubleRateLimited:
+		return unspentVerdict(err, a, max(after, time.Second))
+	case TroubleQuota:
+		return unspentVerdict(err, a, max(after, a.QuotaProbe))
 	}
-	retry := max(backoff.Delay(a.Sends, a.RetryBackoff, a.RetryBackoffMax), v.Throttle)
+	v := verdict{Outcome: string(class), Record: rec}
+	retry := backoff.Delay(a.Sends, a.RetryBackoff, a.RetryBackoffMax)
 	switch {
 	case class == mailtype.Ambiguous:
 		v.Record.IfCancelRequested = mailtype.StatusUnknown
@@ -126,6 +131,38 @@ func decide(err error, r Receipt, a attempt) verdict {
 	if a.Ambiguous > 0 && v.Record.IfCancelRequested == mailtype.StatusCancelled {
 		v.Record.IfCancelRequested = mailtype.StatusUnknown // it may have been delivered
 	}
+	return v
+}
+
+// OutcomeThrottled is the verdict outcome of a send the provider refused
+// for its rate limit or quota: not an attempt (the mail goes back to
+// pending unspent), counted in mailsvc_provider_throttled_total instead of
+// mailsvc_send_attempts_total.
+const OutcomeThrottled = "throttled"
+
+// unspentVerdict ends a send that the provider refused before taking the
+// mail, for a reason that is not the mail's (a rate limit, a quota, a
+// failed probe): back to pending after retry, with the error as
+// last_error, and the send not counted (store.Outcome.Release undoes the
+// mark). A cancel requested meanwhile ends it cancelled, or unknown after
+// an earlier ambiguous send.
+func unspentVerdict(err error, a attempt, retry time.Duration) verdict {
+	v := verdict{Outcome: OutcomeThrottled, Record: store.Outcome{
+		Status: mailtype.StatusPending, RetryAfter: retry, Release: true, IfCancelRequested: mailtype.StatusCancelled,
+		ErrorClass: mailtype.ClassOf(err), ErrorReason: mailtype.ReasonOf(err),
+		Error: mailtype.Sanitize(err.Error(), a.Secrets...), Detail: mailtype.DetailOf(err),
+	}}
+	if a.Ambiguous > 0 {
+		v.Record.IfCancelRequested = mailtype.StatusUnknown
+	}
+	return v
+}
+
+// deferVerdict ends a claim that no provider may take now (every route is
+// paused): back to pending unspent, due after retry.
+func deferVerdict(retry time.Duration) verdict {
+	v := releaseVerdict()
+	v.Record.RetryAfter = retry
 	return v
 }
 

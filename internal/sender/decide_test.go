@@ -31,7 +31,9 @@ func TestDecide(t *testing.T) {
 	transient := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("451 later"))
 	permanent := mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, errors.New("550 no <b@example.com>"))
 	ambiguous := mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonTimeout, errors.New("no reply after DATA"))
-	throttled := &ThrottleError{After: 10 * time.Minute, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429"))}
+	throttled := &ProviderError{Trouble: TroubleRateLimited, After: 10 * time.Minute, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429"))}
+	quota := &ProviderError{Trouble: TroubleQuota, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonRateLimited, errors.New("429 daily_quota_exceeded"))}
+	config := &ProviderError{Trouble: TroubleConfig, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonAuth, errors.New("535 bad credentials"))}
 	reused := mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse, errors.New("409 invalid_idempotent_request"))
 	reusedAsPermanent := mailtype.NewError(mailtype.Permanent, mailtype.ReasonIdempotencyReuse, errors.New("409"))
 	for _, c := range []struct {
@@ -68,7 +70,11 @@ func TestDecide(t *testing.T) {
 		{"lease expired, unknown policy", errLeaseExpired, smtpAttempt(1, mailtype.PolicyUnknown), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"lease expired, retry policy", errLeaseExpired, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeAmbiguous},
 		{"resend ambiguous old", ambiguous, resendAttempt(1, 23*time.Hour+time.Minute), mailtype.StatusUnknown, mailtype.StatusUnknown, OutcomeAmbiguous},
-		{"throttled", throttled, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
+		{"throttled is unspent", throttled, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeThrottled},
+		{"throttled on the last attempt is unspent", throttled, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeThrottled},
+		{"quota is unspent", quota, resendAttempt(3, time.Hour), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeThrottled},
+		{"throttled after an ambiguous send", throttled, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusPending, mailtype.StatusUnknown, OutcomeThrottled},
+		{"a configuration failure is an attempt", config, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending, mailtype.StatusCancelled, OutcomeTransient},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -76,7 +82,11 @@ func TestDecide(t *testing.T) {
 			require.Equal(t, c.status, v.Record.Status)
 			require.Equal(t, c.ifCancel, v.Record.IfCancelRequested)
 			require.Equal(t, c.outcome, v.Outcome)
-			require.Equal(t, c.a.Provider, v.Record.Provider)
+			if c.outcome == OutcomeThrottled {
+				require.True(t, v.Record.Release, "not an attempt: the mark is undone")
+			} else {
+				require.Equal(t, c.a.Provider, v.Record.Provider)
+			}
 			require.NotContains(t, v.Record.Error, "b@example.com")
 			require.Equal(t, c.outcome == OutcomeAmbiguous, v.Record.Ambiguous, "counted against the ambiguity budget")
 		})
@@ -92,10 +102,13 @@ func TestDecideDelays(t *testing.T) {
 		require.GreaterOrEqual(t, v.Record.RetryAfter, ceiling/2)
 		require.LessOrEqual(t, v.Record.RetryAfter, ceiling)
 	}
-	throttled := &ThrottleError{After: 10 * time.Minute, Err: transient}
+	throttled := &ProviderError{Trouble: TroubleRateLimited, After: 10 * time.Minute, Err: transient}
 	v := decide(throttled, Receipt{}, smtpAttempt(1, mailtype.PolicyRetry))
-	require.Equal(t, 10*time.Minute, v.Record.RetryAfter, "Retry-After wins over a shorter backoff")
-	require.Equal(t, 10*time.Minute, v.Throttle)
+	require.Equal(t, 10*time.Minute, v.Record.RetryAfter, "due when the provider's pause ends")
+	quota := &ProviderError{Trouble: TroubleQuota, Err: transient}
+	a := smtpAttempt(1, mailtype.PolicyRetry)
+	a.QuotaProbe = 5 * time.Minute
+	require.Equal(t, 5*time.Minute, decide(quota, Receipt{}, a).Record.RetryAfter, "a quota waits for the next probe")
 
 	exhausted := decide(transient, Receipt{}, smtpAttempt(3, mailtype.PolicyRetry))
 	require.Equal(t, mailtype.ReasonAttemptsExceeded, exhausted.Record.ErrorReason)
@@ -133,7 +146,7 @@ func TestDecideKeepsProviderDetail(t *testing.T) {
 		{"unknown after an ambiguous send", rejected, withAmbiguous(smtpAttempt(2, mailtype.PolicyRetry), 1), mailtype.StatusUnknown},
 		{"attempts exhausted", deferred, smtpAttempt(3, mailtype.PolicyRetry), mailtype.StatusFailed},
 		{"retried", deferred, smtpAttempt(1, mailtype.PolicyRetry), mailtype.StatusPending},
-		{"throttled, exhausted", &ThrottleError{After: time.Second, Err: limited}, resendAttempt(3, time.Hour), mailtype.StatusFailed},
+		{"throttled, unspent", &ProviderError{Trouble: TroubleRateLimited, After: time.Second, Err: limited}, resendAttempt(3, time.Hour), mailtype.StatusPending},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

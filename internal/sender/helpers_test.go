@@ -112,6 +112,15 @@ func attempts(m *sender.Metrics, provider, outcome string) int {
 	return int(value(m.Attempts.WithLabelValues(provider, outcome)))
 }
 
+// gauge reads a gauge.
+func gauge(g prometheus.Gauge) float64 {
+	var d dto.Metric
+	if err := g.Write(&d); err != nil {
+		panic(err)
+	}
+	return d.GetGauge().GetValue()
+}
+
 // value reads a counter.
 func value(c prometheus.Counter) float64 {
 	var d dto.Metric
@@ -223,4 +232,15 @@ func requireAttempts(t *testing.T, m *sender.Metrics, provider, outcome string, 
 	t.Helper()
 	require.Eventually(t, func() bool { return attempts(m, provider, outcome) == want }, 10*time.Second, 5*time.Millisecond,
 		"mailsvc_send_attempts_total{provider=%q,outcome=%q} never reached %d (now %d)", provider, outcome, want, attempts(m, provider, outcome))
+}
+
+// countingStore counts the send-slot round trips of a real store.
+type countingStore struct {
+	sender.Store
+	slots atomic.Int32
+}
+
+func (c *countingStore) TakeSendSlots(ctx context.Context, provider string, n int, interval time.Duration, probe bool) (store.Slots, error) {
+	c.slots.Add(1)
+	return c.Store.TakeSendSlots(ctx, provider, n, interval, probe)
 }

@@ -67,6 +67,10 @@ type JanitorDeps struct {
 	// idempotency window, it is never called.
 	Store    JanitorStore
 	Provider Provider
+	// Fallback is the pool's fallback provider, if any: a send whose lease
+	// expired may have gone through either, so a resend counts as safe only
+	// within the shorter of their idempotency windows.
+	Fallback Provider
 	// Templates, when set, may override the ambiguous policy per template.
 	Templates TemplateSettings
 	// Metrics may be shared with the pool; nil means unregistered metrics.
@@ -131,8 +135,11 @@ func NewJanitor(cfg JanitorConfig, deps JanitorDeps) (*Janitor, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Janitor{cfg: cfg, deps: deps, log: log.With("component", "janitor"), metrics: m,
-		rules: newRules(cfg.Sender, deps.Provider, deps.Templates)}, nil
+	r := newRules(cfg.Sender, deps.Provider, deps.Templates)
+	if deps.Fallback != nil {
+		r.window = min(r.window, deps.Fallback.IdempotencyWindow())
+	}
+	return &Janitor{cfg: cfg, deps: deps, log: log.With("component", "janitor"), metrics: m, rules: r}, nil
 }
 
 // Start runs a round now and then every Interval in the background, until

@@ -50,6 +50,20 @@ type Metrics struct {
 	// ClaimDuration is mailsvc_claim_duration_seconds: one claim statement
 	// (store.ClaimMails), found rows or not, failed or not, in seconds.
 	ClaimDuration prometheus.Histogram
+	// Paused is mailsvc_provider_paused{provider,reason}: 1 while this
+	// replica sees the provider paused for reason (mailtype.PauseReasons),
+	// else 0. Every replica reads the same shared state: take max.
+	Paused *prometheus.GaugeVec
+	// Throttled is mailsvc_provider_throttled_total{provider}: sends the
+	// provider refused for its rate limit or quota (HTTP 429); not attempts.
+	Throttled *prometheus.CounterVec
+	// ConfigFailures is mailsvc_provider_config_failures_total{provider}:
+	// sends that failed on the configuration or the provider's reachability
+	// (what opens the breaker).
+	ConfigFailures *prometheus.CounterVec
+	// Failovers is mailsvc_failovers_total{from,to}: sends the fallback
+	// provider took after the primary failed without taking the mail.
+	Failovers *prometheus.CounterVec
 }
 
 // Labels of mailsvc_ambiguous_outcomes_total's next.
@@ -106,8 +120,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one claim statement of the sender pool.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
+		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_provider_paused",
+			Help: "1 while the provider is paused for every replica, by reason (rate_limited, quota, breaker).",
+		}, []string{"provider", "reason"}),
+		Throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_throttled_total",
+			Help: "Sends the provider refused for its rate limit or sending quota (HTTP 429); the mail waits, no attempt spent.",
+		}, []string{"provider"}),
+		ConfigFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_config_failures_total",
+			Help: "Sends that failed on the provider's configuration or reachability (authentication, TLS, connection refused).",
+		}, []string{"provider"}),
+		Failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_failovers_total",
+			Help: "Mails the fallback provider took after the primary failed without taking them.",
+		}, []string{"from", "to"}),
 	}
 	for _, p := range Providers {
+		m.Throttled.WithLabelValues(p)
+		m.ConfigFailures.WithLabelValues(p)
+		for _, r := range mailtype.PauseReasons {
+			m.Paused.WithLabelValues(p, string(r))
+		}
+		for _, to := range Providers {
+			if to != p {
+				m.Failovers.WithLabelValues(p, to)
+			}
+		}
 		m.Duration.WithLabelValues(p)
 		for _, o := range outcomes {
 			m.Attempts.WithLabelValues(p, o)
@@ -116,7 +156,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Ambiguous.WithLabelValues(p, NextUnknown)
 	}
 	if reg != nil {
-		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration)
+		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
+			m.Paused, m.Throttled, m.ConfigFailures, m.Failovers)
 	}
 	return m
 }

@@ -24,6 +24,7 @@ type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
 	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
 	FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error)
+	ProviderStore
 }
 
 // TemplateSettings gives per-template settings; *templates.Registry
@@ -37,6 +38,11 @@ type Deps struct {
 	// Store and Provider are required.
 	Store    Store
 	Provider Provider
+	// Fallback, when set, takes a mail when Provider failed in a way that
+	// proves it did not take it (mailtype.Reroutable), or while Provider's
+	// quota is used up or its breaker is open (sender.fallback_provider).
+	// Never a mail with an ambiguous outcome.
+	Fallback Provider
 	// Metrics may be shared; nil means unregistered metrics.
 	Metrics *Metrics
 	// Log receives the pool's logs; nil discards them.
@@ -65,7 +71,10 @@ type Pool struct {
 	log     *slog.Logger
 	metrics *Metrics
 	rules   rules
-	limiter *rate.Limiter // nil: no rate limit
+	limiter *rate.Limiter // nil: no per-process rate limit
+	// gates are the providers' shared states: the primary first, then the
+	// fallback if any.
+	gates []*gate
 
 	wake chan struct{}
 	// queue holds claimed rows for the workers, writes their outcomes and
@@ -73,11 +82,12 @@ type Pool struct {
 	// may hold, so no send on them blocks for long.
 	queue  chan *job
 	writes chan *writeRequest
-	// holdUntil (unix nanoseconds) is when a provider's throttle ends.
-	holdUntil atomic.Int64
 	// renewFailing is set while the heartbeat cannot renew leases: the
 	// dispatcher takes no claim then.
 	renewFailing atomic.Bool
+	// stateFailures counts the failed reads of the providers' shared state
+	// in a row (refreshGates).
+	stateFailures atomic.Int64
 
 	heldMu sync.Mutex
 	held   map[store.Fence]*job
@@ -113,12 +123,20 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	p.log = p.log.With("component", "sender", "provider", deps.Provider.Name())
+	base := p.log.With("component", "sender")
+	p.log = base.With("provider", deps.Provider.Name())
 	if p.metrics == nil {
 		p.metrics = NewMetrics(nil)
 	}
 	if cfg.RateLimit > 0 {
 		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, cfg.BatchSize))
+	}
+	p.gates = []*gate{newGate(deps.Provider, cfg, deps.Store, deps.Templates, p.metrics, base)}
+	if fb := deps.Fallback; fb != nil {
+		if fb.Name() == deps.Provider.Name() {
+			return nil, fmt.Errorf("sender.fallback_provider: must differ from sender.provider (%s)", fb.Name())
+		}
+		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, base))
 	}
 	return p, nil
 }
@@ -156,7 +174,17 @@ func (p *Pool) run(soft, abort context.Context) error {
 		close(p.recorded)
 	})
 	all.Go(p.heartbeatLoop)
-	all.Go(func() { p.dispatch(soft) })
+	stateRead := make(chan struct{})
+	all.Go(func() { p.stateLoop(stateRead) })
+	all.Go(func() {
+		// The first claim waits for the first read of the providers' shared
+		// state (a pause or an open breaker another replica wrote).
+		select {
+		case <-stateRead:
+		case <-soft.Done():
+		}
+		p.dispatch(soft)
+	})
 	<-soft.Done()
 	grace := time.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
@@ -200,32 +228,26 @@ func (p *Pool) Wake() {
 	}
 }
 
-// hold makes the dispatcher take no claim for d (a provider's throttle).
-func (p *Pool) hold(d time.Duration) {
-	until := time.Now().Add(d).UnixNano()
-	for {
-		cur := p.holdUntil.Load()
-		if cur >= until || p.holdUntil.CompareAndSwap(cur, until) {
-			return
-		}
-	}
-}
-
 // dispatch claims rows until ctx ends, then closes the queue.
 func (p *Pool) dispatch(ctx context.Context) {
 	defer close(p.queue)
 	failures := 0
 	for ctx.Err() == nil {
-		if !p.waitHold(ctx) {
-			return
-		}
 		if p.renewFailing.Load() {
 			p.waitWork(ctx)
+			continue
+		}
+		probe := p.takeProbe()
+		if probe == nil && !p.routable() {
+			p.waitPaused(ctx)
 			continue
 		}
 		n := p.room(ctx)
 		if n == 0 {
 			return
+		}
+		if probe != nil {
+			n = 1
 		}
 		if n = p.takeTokens(ctx, n); n == 0 {
 			return
@@ -233,6 +255,7 @@ func (p *Pool) dispatch(ctx context.Context) {
 		claimed, leaseEnd, err := p.claim(ctx, n)
 		for i := range claimed {
 			j := newJob(claimed[i], leaseEnd)
+			j.probe = probe
 			p.own(j)
 			p.queue <- j
 		}
@@ -334,15 +357,6 @@ func (p *Pool) takeTokens(ctx context.Context, n int) int {
 		got += extra
 	}
 	return got
-}
-
-// waitHold sleeps while a provider throttle is in force; false when ctx
-// ended.
-func (p *Pool) waitHold(ctx context.Context) bool {
-	if d := time.Until(time.Unix(0, p.holdUntil.Load())); d > 0 {
-		sleep(ctx, d)
-	}
-	return ctx.Err() == nil
 }
 
 // waitWork waits for a wake-up, the poll interval or ctx.

@@ -12,9 +12,12 @@ import (
 
 // account accounts for a committed batch of outcomes.
 func (p *Pool) account(batch []result, res []store.AttemptResult) {
-	provider := p.deps.Provider.Name()
 	wrote := false
 	for i, r := range batch {
+		provider := r.v.Record.Provider // the provider that made the attempt
+		if provider == "" {
+			provider = p.deps.Provider.Name()
+		}
 		switch {
 		case errors.Is(res[i].Err, store.ErrLeaseLost):
 			p.metrics.Attempts.WithLabelValues(provider, OutcomeFenced).Inc()

@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"time"
 )
 
@@ -74,9 +75,6 @@ type Receipt struct {
 	// ProviderMessageID is the provider's id of the accepted mail (Resend's
 	// email id, or the SMTP server's final reply), "" when none was given.
 	ProviderMessageID string
-	// Throttle, when positive, asks the pool to take no new claim for this
-	// long: the provider said its rate-limit window is used up.
-	Throttle time.Duration
 }
 
 // Provider is a mail provider. It is safe for concurrent use; each worker
@@ -101,23 +99,62 @@ type Session interface {
 	// (dial, TLS, every SMTP phase, the HTTP request). A nil error means the
 	// provider accepted the mail. Otherwise the error is classified with a
 	// *mailtype.Error (transient, permanent or ambiguous, and a reason); an
-	// unclassified error counts as transient. A *ThrottleError in the chain
-	// asks the pool to wait before the next attempt and the next claim.
+	// unclassified error counts as transient. A *ProviderError in the
+	// chain says the failure is about the provider, not the mail (a rate
+	// limit, a quota, the configuration); a *mailtype.Error with Reroutable
+	// set says another provider may take the mail.
 	Send(ctx context.Context, m *Message) (Receipt, error)
 	// Close releases the session's connection. Safe to call twice.
 	Close() error
 }
 
-// ThrottleError is a provider's request to slow down (Resend's 429 with
-// Retry-After or rate-limit headers): the attempt is retried no earlier than
-// After from now, and the pool takes no new claims before then.
-type ThrottleError struct {
-	// After is the least delay before the next call to the provider.
+// Trouble is what a failed send says about the provider, its account or
+// mailsvc's configuration of it, rather than about the mail (docs/design.md,
+// "Provider limits, pauses and the breaker"). The pool acts on it for every
+// replica through the provider's shared state.
+type Trouble string
+
+const (
+	// TroubleRateLimited: the provider refused the call for its rate limit
+	// (Resend's HTTP 429 rate_limit_exceeded). The provider is paused for
+	// ProviderError.After; the mail goes back to pending unspent.
+	TroubleRateLimited Trouble = "rate_limited"
+	// TroubleQuota: the account's sending quota is used up (Resend's HTTP
+	// 429 daily_quota_exceeded or monthly_quota_exceeded, Resend API
+	// reference, "Errors"); waiting seconds does not help. The provider is
+	// paused with a slow probe; the mail goes back to pending unspent.
+	TroubleQuota Trouble = "quota"
+	// TroubleConfig: a failure of the configuration or of the provider's
+	// reachability that any mail would meet: authentication refused (SMTP
+	// 535, Resend 401/403), STARTTLS required but not offered, a
+	// certificate that does not verify, a refused connection. Consecutive
+	// ones across replicas open the circuit breaker
+	// (sender.breaker_threshold).
+	TroubleConfig Trouble = "config"
+)
+
+// ProviderError marks a failed send whose cause is a Trouble. Providers
+// return it around their classified *mailtype.Error, which keeps the class,
+// reason and detail of the answer.
+type ProviderError struct {
+	Trouble Trouble
+	// After is the least delay before the next call to the provider (the
+	// 429's Retry-After, else ratelimit-reset); 0 when it named none.
 	After time.Duration
-	// Err is the classified error (transient, ReasonRateLimited).
+	// Err is the classified error.
 	Err error
 }
 
-func (e *ThrottleError) Error() string { return e.Err.Error() }
+func (e *ProviderError) Error() string { return e.Err.Error() }
 
-func (e *ThrottleError) Unwrap() error { return e.Err }
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// TroubleOf returns the Trouble of err's chain and the delay it asked for,
+// "" when err says nothing about the provider.
+func TroubleOf(err error) (Trouble, time.Duration) {
+	var pe *ProviderError
+	if errors.As(err, &pe) {
+		return pe.Trouble, pe.After
+	}
+	return "", 0
+}

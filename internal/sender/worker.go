@@ -24,6 +24,10 @@ type job struct {
 	recording atomic.Bool
 	// sent is set once the row is no longer queued or being sent.
 	sent atomic.Bool
+	// probe, when set, is the paused provider this mail probes: it is sent
+	// through it despite the pause, and its outcome ends or extends the
+	// pause.
+	probe *gate
 }
 
 // result is a verdict on its way to the writer.
@@ -56,8 +60,11 @@ func (p *Pool) margin() time.Duration {
 // after its previous outcome committed: at any instant at most one
 // accepted, unrecorded mail per worker exists.
 func (p *Pool) runWorker(soft, hard context.Context) {
-	s := p.deps.Provider.NewSession()
-	defer func() { _ = s.Close() }()
+	s := make(sessions, len(p.gates))
+	for i, g := range p.gates {
+		s[i] = g.prov.NewSession()
+	}
+	defer s.close()
 	var out *result
 	for {
 		j, ok := p.next(out != nil)
@@ -95,8 +102,12 @@ func (p *Pool) next(pending bool) (*job, bool) {
 // outcome) with the mark, and returns the row's own outcome for the next
 // write (nil when there is nothing to record). A row is handed to the
 // provider only after its send-started mark committed, with a deadline
-// that ends, margin included, inside the lease the mark renewed.
-func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) *result {
+// that ends, margin included, inside the lease the mark renewed. A row no
+// provider may take now (every route paused) goes back to pending unspent,
+// due when a pause may end; a rate-limited provider's send waits for its
+// slot before the mark, so the wait never widens the window in which a
+// crash leaves a started send.
+func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result) *result {
 	defer p.sent(j)
 	switch {
 	case j.lost.Load():
@@ -120,6 +131,15 @@ func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) 
 		p.log.Warn("mail not sent: its event is older than its max age", append(j.logAttrs(), "error", v.Record.Error)...)
 		return &result{j: j, v: v}
 	}
+	g, out := p.pick(soft, j, out)
+	switch {
+	case g == nil && soft.Err() != nil:
+		p.flush(out)
+		return &result{j: j, v: releaseVerdict()}
+	case g == nil:
+		p.flush(out)
+		return &result{j: j, v: deferVerdict(p.resumeIn())}
+	}
 	st, leaseEnd, ok := p.commit(out, j)
 	if !ok {
 		return &result{j: j, v: releaseVerdict()}
@@ -129,7 +149,47 @@ func (p *Pool) work(soft, hard context.Context, s Session, j *job, out *result) 
 		p.log.Warn("the lease cannot hold a whole send (the mark was slow); released unsent", j.logAttrs()...)
 		return &result{j: j, v: releaseVerdict()}
 	}
-	return &result{j: j, v: p.send(hard, s, j, st, deadline)}
+	return &result{j: j, v: p.send(hard, s, j, g, st, deadline, leaseEnd)}
+}
+
+// pick routes j (Pool.route) and, for a rate-limited provider, waits for
+// its send slot, after writing out alone (the wait must not hold the
+// previous outcome back). It returns the provider, nil when none may take
+// j now, and the outcome still to write with the mark.
+func (p *Pool) pick(soft context.Context, j *job, out *result) (*gate, *result) {
+	g := p.route(j)
+	if g == nil || !g.limited() {
+		return g, out
+	}
+	p.flush(out)
+	if !p.waitSlot(soft, g, j) {
+		return nil, nil
+	}
+	return g, nil
+}
+
+// waitSlot waits for the send slot of j through g (the deployment-wide
+// rate limit). false when the send must not start now: the pool stops,
+// the provider was paused meanwhile, or the database did not hand out a
+// slot.
+func (p *Pool) waitSlot(soft context.Context, g *gate, j *job) bool {
+	var at time.Time
+	var err error
+	if j.probe == g {
+		at, err = g.probeSlot(soft)
+	} else {
+		at, err = g.slot(soft)
+	}
+	if err != nil {
+		if err != errPaused && soft.Err() == nil {
+			p.log.Warn("take a send slot (rate limit)", append(j.logAttrs(), "error", err)...)
+		}
+		return false
+	}
+	if d := time.Until(at); d > 0 {
+		sleep(soft, d)
+	}
+	return soft.Err() == nil && (j.probe == g || !g.paused())
 }
 
 // flush writes out alone, if any.
@@ -139,32 +199,133 @@ func (p *Pool) flush(out *result) {
 	}
 }
 
-// send makes the one provider call of an attempt under deadline and
-// decides about its outcome.
-func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, deadline time.Time) verdict {
-	m := &j.mail
-	a := p.attemptOf(m, st)
+// send makes the provider call of an attempt through g under deadline and
+// decides about its outcome. When g is the primary and failed in a way
+// that proves it did not take the mail, the fallback takes it in the same
+// attempt (same mark, identical message), if the lease holds a whole send
+// more: never after an ambiguous outcome, never for a mail that had one.
+func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.Started, deadline, leaseEnd time.Time) verdict {
+	r, err := p.call(hard, s, g, j, deadline)
+	fb := p.failoverTo(g, j, err)
+	if fb == nil {
+		return p.outcome(g, j, st, err, r)
+	}
+	v := p.outcome(g, j, st, err, r)
+	deadline = time.Now().Add(p.cfg.SendTimeout)
+	if deadline.Add(p.margin()).After(leaseEnd) {
+		return v
+	}
+	if fb.limited() {
+		at, serr := fb.slot(hard)
+		if serr != nil {
+			return v
+		}
+		sleep(hard, time.Until(at))
+	}
+	if !v.Record.Release {
+		p.metrics.Attempts.WithLabelValues(g.name, v.Outcome).Inc() // a 429 is counted as throttled
+	}
+	p.metrics.Failovers.WithLabelValues(g.name, fb.name).Inc()
+	p.log.Warn("failover: the primary provider did not take the mail; sending it through the fallback",
+		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
+	r, err = p.call(hard, s, fb, j, deadline)
+	return p.outcome(fb, j, st, err, r)
+}
+
+// failoverTo returns the fallback that takes j after err from g, nil when
+// none may: only from the primary, for a mail without an ambiguous
+// outcome and not a probe, after a failure that proves nothing was sent
+// (mailtype.Reroutable) other than a rate limit, to a fallback that is not
+// paused.
+func (p *Pool) failoverTo(g *gate, j *job, err error) *gate {
+	fb := p.fallback()
+	if fb == nil || g != p.primary() || err == nil || j.probe != nil || j.mail.Ambiguous > 0 ||
+		!mailtype.Reroutable(err) || fb.paused() {
+		return nil
+	}
+	if t, _ := TroubleOf(err); t == TroubleRateLimited {
+		return nil
+	}
+	return fb
+}
+
+// call makes one provider call through g.
+func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline time.Time) (Receipt, error) {
 	sendCtx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	start := time.Now()
-	r, err := s.Send(sendCtx, p.message(m))
-	p.metrics.Duration.WithLabelValues(a.Provider).Observe(time.Since(start).Seconds())
+	r, err := s.of(p, g).Send(sendCtx, p.message(&j.mail))
+	p.metrics.Duration.WithLabelValues(g.name).Observe(time.Since(start).Seconds())
 	if err == nil {
-		p.metrics.DeliveryLag.Observe(max(0, time.Since(m.OccurredAt).Seconds()))
+		p.metrics.DeliveryLag.Observe(max(0, time.Since(j.mail.OccurredAt).Seconds()))
 	}
 	if err != nil && hard.Err() != nil {
 		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}
+	return r, err
+}
+
+// outcome applies what a call through g says about the provider to its
+// shared state (a rate limit or quota pauses it, a configuration failure
+// counts towards the breaker, a success past the configuration checks
+// resets it, a probe's verdict ends or keeps the pause) and decides about
+// the mail. A probe that met its provider's trouble again spends nothing.
+func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) verdict {
+	m := &j.mail
+	a := g.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
+	trouble, after := TroubleOf(err)
+	switch {
+	case err == nil || provesConfig(err):
+		g.recovered(j.probe == g)
+	case trouble == TroubleRateLimited:
+		p.metrics.Throttled.WithLabelValues(g.name).Inc()
+		g.pause(mailtype.PauseRateLimited, max(after, time.Second), mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
+	case trouble == TroubleQuota:
+		p.metrics.Throttled.WithLabelValues(g.name).Inc()
+		g.pause(mailtype.PauseQuota, p.cfg.QuotaProbe, mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
+	case trouble == TroubleConfig && j.probe == g:
+		p.log.Warn("probe failed: the provider stays paused", append(j.logAttrs(), "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
+	case trouble == TroubleConfig:
+		g.failure(mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
+	}
 	v := decide(err, r, a)
-	if d := max(v.Throttle, r.Throttle); d > 0 {
-		p.hold(d)
+	if j.probe == g && trouble != "" {
+		v = unspentVerdict(err, a, g.probeInterval(g.reason()))
+	}
+	if g != p.primary() && !v.Record.Release {
+		v.Record.FailoverFrom = p.primary().name
 	}
 	return v
 }
 
-// attemptOf gathers the rules that apply to this attempt of m.
-func (p *Pool) attemptOf(m *store.ClaimedMail, st store.Started) attempt {
-	return p.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
+// provesConfig reports whether a failed send got past every configuration
+// check of its provider (connection, TLS, authentication, API key): the
+// provider answered about the mail itself, or may have taken it.
+func provesConfig(err error) bool {
+	switch mailtype.ReasonOf(err) {
+	case mailtype.ReasonDeferred, mailtype.ReasonRejected, mailtype.ReasonInvalidAddress, mailtype.ReasonServerError:
+		t, _ := TroubleOf(err)
+		return t == ""
+	}
+	return mailtype.ClassOf(err) == mailtype.Ambiguous
+}
+
+// sessions are a worker's sessions, one per gate of the pool.
+type sessions []Session
+
+func (s sessions) of(p *Pool, g *gate) Session {
+	for i, pg := range p.gates {
+		if pg == g {
+			return s[i]
+		}
+	}
+	return s[0]
+}
+
+func (s sessions) close() {
+	for _, x := range s {
+		_ = x.Close()
+	}
 }
 
 // message builds the provider message from the stored, rendered row: the

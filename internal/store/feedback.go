@@ -40,6 +40,10 @@ type Feedback struct {
 	// mail, published as data.provider_event by EmailDelivered,
 	// EmailBounced and EmailComplained; nil (the key left out) otherwise.
 	ProviderEvent *ProviderEvent
+	// FailoverFrom is the primary provider when Provider is the fallback
+	// that took the mail (sender.fallback_provider), published as
+	// data.failover_from; "" (the key left out) otherwise.
+	FailoverFrom string
 }
 
 // ProviderEvent is one report a provider made about a mail it had accepted
@@ -86,6 +90,7 @@ type feedbackData struct {
 	ProviderDetail *mailtype.ProviderDetail `json:"provider_detail,omitempty"`
 	// ProviderEvent is nil, and the key left out, but for provider feedback.
 	ProviderEvent *ProviderEvent `json:"provider_event,omitempty"`
+	FailoverFrom  string         `json:"failover_from,omitempty"`
 }
 
 // insertOutboxSQL takes the payload ($7) as text: in the exec and
@@ -127,7 +132,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 			OrderID: f.OrderID, Revision: revisionOr1(f.Revision), Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
-			ProviderEvent: f.ProviderEvent,
+			ProviderEvent: f.ProviderEvent, FailoverFrom: f.FailoverFrom,
 		},
 	}
 	if !f.Detail.IsZero() {

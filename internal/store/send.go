@@ -40,6 +40,10 @@ type Outcome struct {
 	// feedback event with the error fields (data.provider_detail), never to
 	// last_error.
 	Detail mailtype.ProviderDetail
+	// FailoverFrom names the primary provider when Provider is the fallback
+	// that made this attempt (sender.fallback_provider); it goes to the
+	// feedback event (data.failover_from).
+	FailoverFrom string
 	// Release ends a claim that never handed the mail to the provider: the
 	// row goes back to Status (pending, due after RetryAfter; failed for a
 	// mail found stale before its send) or, with a cancel requested, to
@@ -251,9 +255,9 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		}
 		o, fb := a.Outcome, r.fb
 		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, r.sends
-		fb.Provider, fb.ProviderMessageID = o.Provider, o.ProviderMessageID
+		fb.Provider, fb.ProviderMessageID, fb.FailoverFrom = o.Provider, o.ProviderMessageID, o.FailoverFrom
 		if o.Release {
-			fb.Provider = ""
+			fb.Provider, fb.FailoverFrom = "", ""
 		}
 		if r.status != mailtype.StatusSent {
 			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error

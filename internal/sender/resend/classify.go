@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -22,17 +24,24 @@ const (
 	// errConcurrentIdempotentRequests: a request with the key is in
 	// progress; retrying later is safe.
 	errConcurrentIdempotentRequests = "concurrent_idempotent_requests"
+	// errDailyQuota and errMonthlyQuota: HTTP 429 when the account's daily
+	// or monthly sending quota is used up (Resend API reference, "Errors";
+	// "Usage Limits"); waiting for Retry-After does not help.
+	errDailyQuota   = "daily_quota_exceeded"
+	errMonthlyQuota = "monthly_quota_exceeded"
 )
 
 // exchange is what the recorder saw of one API call.
 type exchange struct {
 	// wrote is set once the whole request was written: from then on a lost
 	// response leaves it unknown whether Resend sent the mail.
-	wrote    atomic.Bool
-	status   int
-	header   http.Header
-	errName  string
-	errorMsg string
+	wrote atomic.Bool
+	// transport is the error of a call that got no response.
+	transport error
+	status    int
+	header    http.Header
+	errName   string
+	errorMsg  string
 }
 
 type exchangeKey struct{}
@@ -57,6 +66,9 @@ type recorder struct{ next http.RoundTripper }
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	e, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if e != nil && err != nil {
+		e.transport = err
+	}
 	if err != nil || e == nil {
 		return resp, err
 	}
@@ -89,6 +101,15 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // never failed and never retried under a new key); a concurrent request with the key, 408, 5xx,
 // 401 and 403 are transient; other 4xx are permanent (validation). Every
 // answered call's error carries its HTTP status and error name as detail.
+//
+// Failures that say nothing about the mail are marked for the pool
+// (*sender.ProviderError): a 429 rate_limit_exceeded pauses Resend for its
+// Retry-After, a 429 daily_quota_exceeded or monthly_quota_exceeded pauses
+// it until a probe succeeds, a 401 or 403 (the API key) and a refused
+// connection or unknown host (resend.base_url) count towards the breaker.
+// Every answer that created no email (401, 403, 429), and a failure before
+// the request was written, is Reroutable: another provider may take the
+// mail.
 func classify(ctx context.Context, e *exchange, msg string) error {
 	err := errors.New(msg)
 	if e.status != 0 {
@@ -101,7 +122,19 @@ func classify(ctx context.Context, e *exchange, msg string) error {
 	if e.wrote.Load() {
 		return mailtype.NewError(mailtype.Ambiguous, reason, err)
 	}
-	return mailtype.NewError(mailtype.Transient, reason, err)
+	me := mailtype.NewError(mailtype.Transient, reason, err)
+	me.Reroutable = true
+	if refused(e.transport) {
+		return &sender.ProviderError{Trouble: sender.TroubleConfig, Err: me}
+	}
+	return me
+}
+
+// refused reports a connection refused or a host name that does not
+// resolve: the API cannot be reached at resend.base_url at all.
+func refused(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &dns) && dns.IsNotFound)
 }
 
 // classifyStatus classifies an answered call by its status and error name
@@ -112,10 +145,17 @@ func classifyStatus(e *exchange, err error) error {
 		me.Detail = mailtype.ProviderDetail{HTTPStatus: e.status, ErrorName: errorName(e.errName)}
 		return me
 	}
+	unsent := func(class mailtype.Class, reason mailtype.Reason) *mailtype.Error {
+		me := detailed(class, reason)
+		me.Reroutable = true
+		return me
+	}
 	switch s := e.status; {
+	case s == http.StatusTooManyRequests && (e.errName == errDailyQuota || e.errName == errMonthlyQuota):
+		return &sender.ProviderError{Trouble: sender.TroubleQuota, Err: unsent(mailtype.Transient, mailtype.ReasonRateLimited)}
 	case s == http.StatusTooManyRequests:
-		return &sender.ThrottleError{After: retryAfter(e.header, time.Now()),
-			Err: detailed(mailtype.Transient, mailtype.ReasonRateLimited)}
+		return &sender.ProviderError{Trouble: sender.TroubleRateLimited, After: retryAfter(e.header, time.Now()),
+			Err: unsent(mailtype.Transient, mailtype.ReasonRateLimited)}
 	case s == http.StatusConflict && e.errName == errConcurrentIdempotentRequests:
 		return detailed(mailtype.Transient, mailtype.ReasonDeferred)
 	case s == http.StatusConflict:
@@ -123,7 +163,7 @@ func classifyStatus(e *exchange, err error) error {
 	case s >= 500 || s == http.StatusRequestTimeout:
 		return detailed(mailtype.Transient, mailtype.ReasonServerError)
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
-		return detailed(mailtype.Transient, mailtype.ReasonAuth)
+		return &sender.ProviderError{Trouble: sender.TroubleConfig, Err: unsent(mailtype.Transient, mailtype.ReasonAuth)}
 	}
 	return detailed(mailtype.Permanent, mailtype.ReasonRejected)
 }
@@ -157,16 +197,4 @@ func retryAfter(h http.Header, now time.Time) time.Duration {
 		return time.Duration(n * float64(time.Second))
 	}
 	return time.Second
-}
-
-// exhausted is the delay a successful response asks for when it says the
-// rate-limit window is used up (ratelimit-remaining: 0), else 0.
-func (e *exchange) exhausted() time.Duration {
-	if e.header == nil || e.header.Get("ratelimit-remaining") != "0" {
-		return 0
-	}
-	if n, err := strconv.ParseFloat(e.header.Get("ratelimit-reset"), 64); err == nil && n > 0 {
-		return time.Duration(n * float64(time.Second))
-	}
-	return 0
 }

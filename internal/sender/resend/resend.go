@@ -88,7 +88,7 @@ func (s session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, e
 	ctx = withExchange(ctx, info)
 	resp, err := s.p.api.Emails.SendWithOptions(ctx, payload(m), &resendapi.SendEmailOptions{IdempotencyKey: m.IdempotencyKey})
 	if err == nil {
-		return sender.Receipt{ProviderMessageID: resp.Id, Throttle: info.exhausted()}, nil
+		return sender.Receipt{ProviderMessageID: resp.Id}, nil
 	}
 	return sender.Receipt{}, classify(ctx, info, mailtype.Sanitize(err.Error(), s.p.key))
 }

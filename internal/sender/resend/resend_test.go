@@ -3,6 +3,7 @@ package resend_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -89,10 +90,71 @@ func TestRateLimitedCarriesRetryAfter(t *testing.T) {
 	_, err := send(t, s, sendertest.Message("k:1"))
 	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err))
 	require.Equal(t, mailtype.ReasonRateLimited, mailtype.ReasonOf(err))
-	var te *sender.ThrottleError
-	require.ErrorAs(t, err, &te)
-	require.Equal(t, 3*time.Second, te.After)
+	trouble, after := sender.TroubleOf(err)
+	require.Equal(t, sender.TroubleRateLimited, trouble)
+	require.Equal(t, 3*time.Second, after)
+	require.True(t, mailtype.Reroutable(err), "a 429 created no email")
 	require.Empty(t, srv.Sent())
+}
+
+// TestTroubles: what each answer says about Resend rather than the mail
+// (Resend API reference, "Errors"; "Usage Limits").
+func TestTroubles(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		fault      resendtest.Fault
+		trouble    sender.Trouble
+		reroutable bool
+	}{
+		{"rate limit", resendtest.RateLimited(1), sender.TroubleRateLimited, true},
+		{"daily quota", resendtest.DailyQuota(), sender.TroubleQuota, true},
+		{"monthly quota", resendtest.MonthlyQuota(), sender.TroubleQuota, true},
+		{"403 invalid_api_key", resendtest.Error(403, "invalid_api_key"), sender.TroubleConfig, true},
+		{"401", resendtest.Error(401, "missing_api_key"), sender.TroubleConfig, true},
+		{"422 is the mail's", resendtest.Invalid(), "", false},
+		{"500 may have created it", resendtest.ServerError(), "", false},
+		{"lost response", resendtest.LoseResponse(), "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := resendtest.New(t, apiKey)
+			srv.Inject(c.fault)
+			_, err := send(t, newProvider(t, srv.URL).NewSession(), sendertest.Message("k:1"))
+			trouble, _ := sender.TroubleOf(err)
+			require.Equal(t, c.trouble, trouble, "%v", err)
+			require.Equal(t, c.reroutable, mailtype.Reroutable(err), "%v", err)
+		})
+	}
+	// Nothing listens at resend.base_url: a refused connection.
+	p := newProvider(t, "http://"+sendertest.DeadAddr(t)+"/")
+	_, err := send(t, p.NewSession(), sendertest.Message("k:1"))
+	trouble, _ := sender.TroubleOf(err)
+	require.Equal(t, sender.TroubleConfig, trouble, "%v", err)
+	require.True(t, mailtype.Reroutable(err))
+}
+
+// TestStandInRateLimit: the stand-in's LimitRate answers as Resend
+// documents: rate-limit headers on every response, 429 rate_limit_exceeded
+// with retry-after past the limit.
+func TestStandInRateLimit(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	srv.LimitRate(2, time.Hour)
+	s := newProvider(t, srv.URL).NewSession()
+	for i := range 2 {
+		_, err := send(t, s, sendertest.Message(fmt.Sprintf("k:%d", i)))
+		require.NoError(t, err)
+	}
+	_, err := send(t, s, sendertest.Message("k:3"))
+	trouble, after := sender.TroubleOf(err)
+	require.Equal(t, sender.TroubleRateLimited, trouble)
+	require.InDelta(t, time.Hour.Seconds(), after.Seconds(), 2)
+	require.Equal(t, mailtype.ProviderDetail{HTTPStatus: 429, ErrorName: "rate_limit_exceeded"}, mailtype.DetailOf(err))
+	reqs := srv.Requests()
+	require.Len(t, reqs, 3)
+	require.Equal(t, []int{200, 200, 429}, []int{reqs[0].Status, reqs[1].Status, reqs[2].Status})
+	require.False(t, reqs[0].At.IsZero())
 }
 
 func TestChangedPayloadIsAnIdempotencyConflict(t *testing.T) {

@@ -6,8 +6,14 @@
 // request while another with the same key is in progress is 409
 // concurrent_idempotent_requests; keys are 1-256 characters (400
 // invalid_idempotency_key). Faults can be scripted: 429 with Retry-After
-// and rate-limit headers, 500, 422, any status with a given error name, and
-// a response lost after the mail was sent. It records every request and every mail it sent.
+// and rate-limit headers, 429 daily_quota_exceeded and
+// monthly_quota_exceeded, 500, 422, any status with a given error name,
+// and a response lost after the mail was sent. LimitRate enforces a rate
+// limit as Resend documents it ("Usage Limits": requests per second per
+// team; every response carries ratelimit-limit, ratelimit-remaining and
+// ratelimit-reset, a 429 also retry-after, with the error body
+// {"statusCode": 429, "name": "rate_limit_exceeded", "message": ...}). It
+// records every request (with its arrival time) and every mail it sent.
 package resendtest
 
 import (
@@ -16,6 +22,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,6 +41,7 @@ type Fault struct {
 	status     int
 	name       string
 	retryAfter int
+	quota      bool
 	lose       bool
 	hold       <-chan struct{}
 }
@@ -42,6 +50,18 @@ type Fault struct {
 // headers; nothing is sent and the key is not remembered.
 func RateLimited(seconds int) Fault {
 	return Fault{status: http.StatusTooManyRequests, retryAfter: seconds}
+}
+
+// DailyQuota answers 429 daily_quota_exceeded (the account's daily sending
+// quota is used up, Resend API reference, "Errors"), with the rate-limit
+// headers of the current window and no retry-after; nothing is sent.
+func DailyQuota() Fault {
+	return Fault{status: http.StatusTooManyRequests, name: "daily_quota_exceeded", quota: true}
+}
+
+// MonthlyQuota answers 429 monthly_quota_exceeded, like DailyQuota.
+func MonthlyQuota() Fault {
+	return Fault{status: http.StatusTooManyRequests, name: "monthly_quota_exceeded", quota: true}
 }
 
 // ServerError answers 500; nothing is sent and the key is not remembered.
@@ -78,6 +98,8 @@ type Email struct {
 type Request struct {
 	IdempotencyKey string
 	Status         int
+	// At is when the request arrived (before it was read).
+	At time.Time
 	// Replayed is true when the answer was a remembered response.
 	Replayed bool
 }
@@ -97,6 +119,9 @@ type Server struct {
 	APIKey string
 
 	mu       sync.Mutex
+	limit    int
+	window   time.Duration
+	accepted []time.Time // arrivals of requests inside the current window, oldest first
 	keys     map[string]*entry
 	faults   []Fault
 	sent     []Email
@@ -111,6 +136,23 @@ func New(t testing.TB, apiKey string) *Server {
 	t.Cleanup(hs.Close)
 	s.URL = hs.URL + "/"
 	return s
+}
+
+// LimitRate makes the stand-in refuse, with 429 rate_limit_exceeded, a
+// request that would be the limit+1-th within any window (a sliding
+// window: Resend's default is 5 requests per second per team). Refused
+// requests do not count.
+func (s *Server) LimitRate(limit int, window time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limit, s.window = limit, window
+}
+
+// SetAPIKey changes the accepted API key (an operator fixed the key).
+func (s *Server) SetAPIKey(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.APIKey = key
 }
 
 // Inject queues faults for the next requests, in order.
@@ -147,22 +189,37 @@ func (s *Server) InFlight() int {
 	return n
 }
 
+// call is one request being answered.
+type call struct {
+	w   http.ResponseWriter
+	at  time.Time
+	key string
+}
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	c := &call{w: w, at: time.Now(), key: r.Header.Get("Idempotency-Key")}
 	if r.Method != http.MethodPost || strings.TrimSuffix(r.URL.Path, "/") != "/emails" {
-		writeError(w, http.StatusNotFound, "not_found", "unknown endpoint")
+		s.answer(c, http.StatusNotFound, errorBody(http.StatusNotFound, "not_found", "unknown endpoint"), false)
 		return
 	}
-	if r.Header.Get("Authorization") != "Bearer "+s.APIKey {
-		writeError(w, http.StatusUnauthorized, "missing_api_key", "invalid API key")
+	s.mu.Lock()
+	apiKey := s.APIKey
+	s.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+apiKey {
+		s.answer(c, http.StatusUnauthorized, errorBody(http.StatusUnauthorized, "missing_api_key", "invalid API key"), false)
+		return
+	}
+	if !s.admit(c) {
+		s.answer(c, http.StatusTooManyRequests, errorBody(http.StatusTooManyRequests, "rate_limit_exceeded",
+			"Too many requests: this team's rate limit is reached; see the rate limit response headers"), false)
 		return
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if _, ok := r.Header["Idempotency-Key"]; ok && (len(key) < 1 || len(key) > 256) {
-		s.answer(w, key, http.StatusBadRequest, errorBody("invalid_idempotency_key", "key must be 1-256 characters"), false)
+	if _, ok := r.Header["Idempotency-Key"]; ok && (len(c.key) < 1 || len(c.key) > 256) {
+		s.answer(c, http.StatusBadRequest, errorBody(http.StatusBadRequest, "invalid_idempotency_key", "key must be 1-256 characters"), false)
 		return
 	}
 	var req struct {
@@ -172,59 +229,77 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Headers map[string]string `json:"headers"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.From == "" || len(req.To) == 0 || req.Subject == "" {
-		s.answer(w, key, http.StatusUnprocessableEntity, errorBody("validation_error", "from, to and subject are required"), false)
+		s.answer(c, http.StatusUnprocessableEntity, errorBody(http.StatusUnprocessableEntity, "validation_error", "from, to and subject are required"), false)
 		return
 	}
-	s.handle(w, key, body, req.Headers)
+	s.handle(c, body, req.Headers)
+}
+
+// admit applies LimitRate to a request arriving at c.at and sets the
+// rate-limit headers every response carries (Resend "Usage Limits":
+// ratelimit-limit, ratelimit-remaining, ratelimit-reset in seconds, and on
+// a 429 retry-after in seconds). false: refused.
+func (s *Server) admit(c *call) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.limit <= 0 {
+		return true
+	}
+	for len(s.accepted) > 0 && c.at.Sub(s.accepted[0]) >= s.window {
+		s.accepted = s.accepted[1:]
+	}
+	ok := len(s.accepted) < s.limit
+	if ok {
+		s.accepted = append(s.accepted, c.at)
+	}
+	reset := s.window
+	if len(s.accepted) > 0 {
+		reset = s.accepted[0].Add(s.window).Sub(c.at)
+	}
+	secs := fmt.Sprint(int(math.Ceil(reset.Seconds())))
+	h := c.w.Header()
+	h.Set("ratelimit-limit", fmt.Sprint(s.limit))
+	h.Set("ratelimit-remaining", fmt.Sprint(s.limit-len(s.accepted)))
+	h.Set("ratelimit-reset", secs)
+	if !ok {
+		h.Set("retry-after", secs)
+	}
+	return ok
 }
 
 // handle applies the idempotency rules, then a fault or a send.
-func (s *Server) handle(w http.ResponseWriter, key string, body []byte, headers map[string]string) {
+func (s *Server) handle(c *call, body []byte, headers map[string]string) {
 	hash := canonicalHash(body)
 	s.mu.Lock()
-	if key != "" {
-		if e, ok := s.keys[key]; ok && time.Since(e.at) < KeyLifetime {
+	if c.key != "" {
+		if e, ok := s.keys[c.key]; ok && time.Since(e.at) < KeyLifetime {
 			switch {
 			case e.inFlight:
 				s.mu.Unlock()
-				s.answer(w, key, http.StatusConflict, errorBody("concurrent_idempotent_requests", "a request with this key is in progress"), false)
+				s.answer(c, http.StatusConflict, errorBody(http.StatusConflict, "concurrent_idempotent_requests", "a request with this key is in progress"), false)
 			case e.hash != hash:
 				s.mu.Unlock()
-				s.answer(w, key, http.StatusConflict, errorBody("invalid_idempotent_request", "this key was used with another payload"), false)
+				s.answer(c, http.StatusConflict, errorBody(http.StatusConflict, "invalid_idempotent_request", "this key was used with another payload"), false)
 			default:
 				st, b := e.status, e.body
 				s.mu.Unlock()
-				s.answer(w, key, st, b, true)
+				s.answer(c, st, b, true)
 			}
 			return
 		}
-		s.keys[key] = &entry{hash: hash, at: time.Now(), inFlight: true}
+		s.keys[c.key] = &entry{hash: hash, at: time.Now(), inFlight: true}
 	}
 	var f Fault
 	if len(s.faults) > 0 {
 		f, s.faults = s.faults[0], s.faults[1:]
 	}
 	s.mu.Unlock()
-	s.process(w, key, body, headers, f)
+	s.process(c, body, headers, f)
 }
 
-func (s *Server) process(w http.ResponseWriter, key string, body []byte, headers map[string]string, f Fault) {
+func (s *Server) process(c *call, body []byte, headers map[string]string, f Fault) {
 	if f.status != 0 {
-		s.forget(key)
-		if f.status == http.StatusTooManyRequests {
-			h := w.Header()
-			h.Set("Retry-After", fmt.Sprint(f.retryAfter))
-			h.Set("ratelimit-limit", "2")
-			h.Set("ratelimit-remaining", "0")
-			h.Set("ratelimit-reset", fmt.Sprint(f.retryAfter))
-			s.answer(w, key, f.status, errorBody(cmp.Or(f.name, "rate_limit_exceeded"), "too many requests"), false)
-			return
-		}
-		name := "internal_server_error"
-		if f.status == http.StatusUnprocessableEntity {
-			name = "validation_error"
-		}
-		s.answer(w, key, f.status, errorBody(cmp.Or(f.name, name), "injected"), false)
+		s.fault(c, f)
 		return
 	}
 	if f.hold != nil {
@@ -233,22 +308,45 @@ func (s *Server) process(w http.ResponseWriter, key string, body []byte, headers
 	id := uuid.NewString()
 	resp, _ := json.Marshal(map[string]string{"id": id})
 	s.mu.Lock()
-	s.sent = append(s.sent, Email{ID: id, IdempotencyKey: key, Payload: body, Headers: headers})
-	if e := s.keys[key]; key != "" && e != nil {
+	s.sent = append(s.sent, Email{ID: id, IdempotencyKey: c.key, Payload: body, Headers: headers})
+	if e := s.keys[c.key]; c.key != "" && e != nil {
 		e.inFlight, e.status, e.body = false, http.StatusOK, resp
 	}
 	s.mu.Unlock()
 	if f.lose {
-		s.record(key, 0, false)
-		if hj, ok := w.(http.Hijacker); ok {
-			if c, _, err := hj.Hijack(); err == nil {
-				_ = c.Close()
+		s.record(c, 0, false)
+		if hj, ok := c.w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				_ = conn.Close()
 				return
 			}
 		}
 		panic(http.ErrAbortHandler)
 	}
-	s.answer(w, key, http.StatusOK, resp, false)
+	s.answer(c, http.StatusOK, resp, false)
+}
+
+// fault answers an injected error status: nothing is sent and the key is
+// not remembered. A rate-limit 429 carries retry-after and the rate-limit
+// headers of a used-up window; a quota 429 the headers of the window only.
+func (s *Server) fault(c *call, f Fault) {
+	s.forget(c.key)
+	name := "internal_server_error"
+	msg := "injected"
+	switch {
+	case f.status == http.StatusUnprocessableEntity:
+		name = "validation_error"
+	case f.quota:
+		msg = "the " + strings.TrimSuffix(f.name, "_quota_exceeded") + " email sending quota of this team is reached"
+	case f.status == http.StatusTooManyRequests:
+		name, msg = "rate_limit_exceeded", "Too many requests: this team's rate limit is reached; see the rate limit response headers"
+		h := c.w.Header()
+		h.Set("retry-after", fmt.Sprint(f.retryAfter))
+		h.Set("ratelimit-limit", "5")
+		h.Set("ratelimit-remaining", "0")
+		h.Set("ratelimit-reset", fmt.Sprint(f.retryAfter))
+	}
+	s.answer(c, f.status, errorBody(f.status, cmp.Or(f.name, name), msg), false)
 }
 
 func (s *Server) forget(key string) {
@@ -257,27 +355,23 @@ func (s *Server) forget(key string) {
 	delete(s.keys, key)
 }
 
-func (s *Server) record(key string, status int, replayed bool) {
+func (s *Server) record(c *call, status int, replayed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{IdempotencyKey: key, Status: status, Replayed: replayed})
+	s.requests = append(s.requests, Request{IdempotencyKey: c.key, Status: status, Replayed: replayed, At: c.at})
 }
 
-func (s *Server) answer(w http.ResponseWriter, key string, status int, body []byte, replayed bool) {
-	s.record(key, status, replayed)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+func (s *Server) answer(c *call, status int, body []byte, replayed bool) {
+	s.record(c, status, replayed)
+	c.w.Header().Set("Content-Type", "application/json")
+	c.w.WriteHeader(status)
+	_, _ = c.w.Write(body)
 }
 
-func writeError(w http.ResponseWriter, status int, name, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(errorBody(name, msg))
-}
-
-func errorBody(name, msg string) []byte {
-	b, _ := json.Marshal(map[string]any{"statusCode": 0, "name": name, "message": msg})
+// errorBody is Resend's error body (Resend API reference, "Errors"):
+// {"statusCode": 429, "name": "rate_limit_exceeded", "message": "..."}.
+func errorBody(status int, name, msg string) []byte {
+	b, _ := json.Marshal(map[string]any{"statusCode": status, "name": name, "message": msg})
 	return b
 }
 

@@ -100,7 +100,15 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 			require.Error(t, err)
 			require.Equal(t, c.class, mailtype.ClassOf(err), "%v", err)
 			require.Equal(t, c.delivered, h.Delivered())
+			if c.delivered > 0 {
+				require.False(t, mailtype.Reroutable(err), "a mail that may have been taken never goes to another provider")
+			}
 			if c.fault == Unreachable {
+				// A refused connection: nothing sent, and a failure of the
+				// configuration or reachability that the breaker counts.
+				trouble, _ := sender.TroubleOf(err)
+				require.Equal(t, sender.TroubleConfig, trouble, "%v", err)
+				require.True(t, mailtype.Reroutable(err), "%v", err)
 				return
 			}
 			// The failure does not poison the session: the next mail goes.

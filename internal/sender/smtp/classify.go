@@ -2,13 +2,18 @@ package smtp
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"syscall"
 
 	gomail "github.com/wneessen/go-mail"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
+	"github.com/mailsvc/mailsvc/internal/sender"
 )
 
 // classifySend classifies a failed transaction from go-mail's typed
@@ -42,12 +47,29 @@ func classifySend(ctx context.Context, err error) error {
 	if code == 0 {
 		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
 	}
-	return byReplyCode(code, sendDetail(se), err)
+	e := byReplyCode(code, sendDetail(se), err)
+	e.Reroutable = beforeData(se.Reason, code)
+	return e
+}
+
+// beforeData reports whether a reply refused a transaction before any of
+// the message's data was sent, and not because of its recipient: any reply
+// to MAIL FROM or to the DATA command, a 4xx to RCPT TO. Another provider
+// may take such a mail (sender.fallback_provider); a 5xx to RCPT TO refuses
+// the recipient, which is the mail's own verdict.
+func beforeData(reason gomail.SendErrReason, code int) bool {
+	switch reason {
+	case gomail.ErrSMTPMailFrom, gomail.ErrSMTPData:
+		return true
+	case gomail.ErrSMTPRcptTo:
+		return code < 500
+	}
+	return false
 }
 
 // byReplyCode classifies an SMTP reply code: 4xx transient (deferred), 5xx
 // permanent (rejected). The error carries the reply's detail.
-func byReplyCode(code int, detail mailtype.ProviderDetail, err error) error {
+func byReplyCode(code int, detail mailtype.ProviderDetail, err error) *mailtype.Error {
 	e := mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, err)
 	if code >= 500 && code < 600 {
 		e = mailtype.NewError(mailtype.Permanent, mailtype.ReasonRejected, err)
@@ -78,6 +100,7 @@ var tlsKeys = tlsconfig.KeysOf("smtp")
 // of the client certificate arrives with the greeting or the EHLO after
 // STARTTLS), is reason tls with a hint naming the smtp.tls_* key to fix
 // (tlsconfig.Explain): a configuration failure, which no retry cures.
+// Another provider may take the mail (Reroutable).
 func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) *mailtype.Error {
 	var explained *tlsconfig.Explained
 	if ctx.Err() != nil {
@@ -87,5 +110,32 @@ func dialError(ctx context.Context, reason mailtype.Reason, phase string, err er
 	}
 	e := mailtype.NewError(mailtype.Transient, reason, fmt.Errorf("%s: %w", phase, err))
 	e.Detail = replyDetail(err)
+	e.Reroutable = true
 	return e
+}
+
+// configError marks e as a failure of the configuration or of the
+// server's reachability that every mail would meet (the breaker counts
+// it): a refused connection, a host name that does not resolve, a
+// certificate that does not verify, STARTTLS required but not offered,
+// authentication refused or impossible.
+func configError(e *mailtype.Error) error {
+	return &sender.ProviderError{Trouble: sender.TroubleConfig, Err: e}
+}
+
+// unreachable reports a refused connection or a host name that does not
+// resolve (smtp.host, smtp.port).
+func unreachable(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &dns) && dns.IsNotFound)
+}
+
+// badCertificate reports a server certificate that does not verify
+// (unknown authority, wrong host name, expired).
+func badCertificate(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }

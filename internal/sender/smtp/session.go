@@ -74,7 +74,11 @@ func (s *session) dial(ctx context.Context) error {
 	var d net.Dialer
 	raw, err := d.DialContext(ctx, "tcp", s.p.addr)
 	if err != nil {
-		return dialError(ctx, mailtype.ReasonConnect, "connect", err)
+		e := dialError(ctx, mailtype.ReasonConnect, "connect", err)
+		if unreachable(err) {
+			return configError(e)
+		}
+		return e
 	}
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
@@ -96,16 +100,16 @@ func (s *session) handshake(ctx context.Context, raw net.Conn) (*gosmtp.Client, 
 	if s.p.cfg.TLS == TLSImplicit {
 		tc := tls.Client(raw, s.p.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, dialError(ctx, mailtype.ReasonTLS, "tls handshake", err)
+			return nil, tlsError(ctx, "tls handshake", err)
 		}
 		conn = tc
 	}
 	client, err := gosmtp.NewClient(conn, s.p.cfg.Host)
 	if err != nil {
-		return nil, dialError(ctx, mailtype.ReasonConnect, "greeting", err)
+		return nil, tlsTrouble(dialError(ctx, mailtype.ReasonConnect, "greeting", err))
 	}
 	if err := client.Hello(s.p.cfg.HELO); err != nil {
-		return nil, dialError(ctx, mailtype.ReasonConnect, "ehlo", err)
+		return nil, tlsTrouble(dialError(ctx, mailtype.ReasonConnect, "ehlo", err))
 	}
 	if err := s.startTLS(ctx, client); err != nil {
 		return nil, err
@@ -125,15 +129,38 @@ func (s *session) startTLS(ctx context.Context, client *gosmtp.Client) error {
 	}
 	ok, _ := client.Extension("STARTTLS")
 	if !ok && mode == TLSStartTLS {
-		return mailtype.NewError(mailtype.Transient, mailtype.ReasonTLS, errNoStartTLS)
+		e := mailtype.NewError(mailtype.Transient, mailtype.ReasonTLS, errNoStartTLS)
+		e.Reroutable = true
+		return configError(e)
 	}
 	if !ok {
 		return nil
 	}
 	if err := client.StartTLS(s.p.tls); err != nil {
-		return dialError(ctx, mailtype.ReasonTLS, "starttls", err)
+		return tlsError(ctx, "starttls", err)
 	}
 	return nil
+}
+
+// tlsError classifies a failed TLS handshake; a certificate that does not
+// verify is a configuration failure.
+func tlsError(ctx context.Context, phase string, err error) error {
+	e := dialError(ctx, mailtype.ReasonTLS, phase, err)
+	if badCertificate(err) {
+		return configError(e)
+	}
+	return tlsTrouble(e)
+}
+
+// tlsTrouble makes a failure that tlsconfig.Explain recognised as TLS
+// trouble (reason tls: the server refused the client certificate, which
+// under TLS 1.3 surfaces with the greeting or the EHLO; no common version)
+// a configuration failure the breaker counts: every mail would meet it.
+func tlsTrouble(e *mailtype.Error) error {
+	if e.Reason == mailtype.ReasonTLS {
+		return configError(e)
+	}
+	return e
 }
 
 // auth authenticates with the strongest mechanism both sides support.
@@ -144,7 +171,7 @@ func (s *session) auth(ctx context.Context, client *gosmtp.Client) error {
 	}
 	ok, offered := client.Extension("AUTH")
 	if !ok {
-		return mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "server offers no SMTP AUTH and smtp.username is set")
+		return configError(authError(mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "server offers no SMTP AUTH and smtp.username is set")))
 	}
 	mechs := strings.Fields(strings.ToUpper(offered))
 	pass := cfg.Password.Reveal()
@@ -161,14 +188,24 @@ func (s *session) auth(ctx context.Context, client *gosmtp.Client) error {
 	case slices.Contains(mechs, "CRAM-MD5"):
 		a = gosmtp.CRAMMD5Auth(cfg.Username, pass)
 	default:
-		return mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "no supported SMTP AUTH mechanism in %q", offered)
+		return configError(authError(mailtype.Errorf(mailtype.Transient, mailtype.ReasonAuth, "no supported SMTP AUTH mechanism in %q", offered)))
 	}
 	if err := client.Auth(a); err != nil {
 		e := dialError(ctx, mailtype.ReasonAuth, "auth", fmt.Errorf("%s", mailtype.Sanitize(err.Error(), pass)))
 		e.Detail = replyDetail(err) // the sanitized copy lost the reply
+		if e.Detail.SMTPCode >= 500 {
+			return configError(e) // 535 credentials refused, 534/538 mechanism refused
+		}
 		return e
 	}
 	return nil
+}
+
+// authError marks an authentication failure found before any command as
+// one that proves nothing was sent.
+func authError(e *mailtype.Error) *mailtype.Error {
+	e.Reroutable = true
+	return e
 }
 
 // drop closes the session's connection; the next Send dials again.

@@ -275,3 +275,64 @@ func TestBadRecipientAddressIsPermanent(t *testing.T) {
 	require.Equal(t, mailtype.ReasonInvalidAddress, mailtype.ReasonOf(err))
 	require.Equal(t, 0, srv.Count())
 }
+
+// TestTroublesAndReroutes: which failures say something about the relay
+// or the configuration (the breaker counts them), and which prove that the
+// relay did not take the mail without refusing its recipient (another
+// provider may take it).
+func TestTroublesAndReroutes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name       string
+		opts       smtptest.Options
+		mode       string
+		phase      smtptest.Phase
+		fault      *smtptest.Fault
+		password   string
+		trusted    bool
+		trouble    sender.Trouble
+		reroutable bool
+		taken      int
+	}{
+		{name: "STARTTLS required, not offered", mode: smtp.TLSStartTLS, trouble: sender.TroubleConfig, reroutable: true},
+		{name: "certificate does not verify", opts: smtptest.Options{STARTTLS: true}, mode: smtp.TLSStartTLS,
+			trouble: sender.TroubleConfig, reroutable: true},
+		{name: "implicit TLS, certificate does not verify", opts: smtptest.Options{ImplicitTLS: true}, mode: smtp.TLSImplicit,
+			trouble: sender.TroubleConfig, reroutable: true},
+		{name: "535 credentials refused", opts: smtptest.Options{STARTTLS: true, Username: "u", Password: "right"}, mode: smtp.TLSStartTLS,
+			password: "wrong", trusted: true, trouble: sender.TroubleConfig, reroutable: true},
+		{name: "421 greeting", phase: smtptest.Greeting, fault: ptr(smtptest.Reply(421, "busy")), mode: smtp.TLSNone, reroutable: true},
+		{name: "550 to MAIL FROM", phase: smtptest.Mail, fault: ptr(smtptest.Reply(550, "5.7.1 sender refused")), mode: smtp.TLSNone, reroutable: true},
+		{name: "451 to RCPT", phase: smtptest.Rcpt, fault: ptr(smtptest.Reply(451, "4.3.0 later")), mode: smtp.TLSNone, reroutable: true},
+		{name: "550 5.1.1 bad recipient", phase: smtptest.Rcpt, fault: ptr(smtptest.ReplyText(550, "5.1.1 no such user")), mode: smtp.TLSNone},
+		{name: "451 after DATA", phase: smtptest.Data, fault: ptr(smtptest.Reply(451, "later")), mode: smtp.TLSNone},
+		{name: "no reply after DATA", phase: smtptest.Data, fault: ptr(smtptest.Drop()), mode: smtp.TLSNone, taken: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := smtptest.New(t, c.opts)
+			if c.fault != nil {
+				srv.Inject(c.phase, *c.fault)
+			}
+			cfg := smtp.Config{Host: srv.Host, Port: srv.Port, TLS: c.mode, HELO: "test.local"}
+			if c.trusted {
+				cfg.TLSConfig = srv.ClientTLSConfig()
+			}
+			if c.password != "" {
+				cfg.Username, cfg.Password = "u", mailtype.Secret(c.password)
+			}
+			p, err := smtp.New(cfg)
+			require.NoError(t, err)
+			s := p.NewSession()
+			defer s.Close()
+			err = send(t, s, "k:1", 5*time.Second)
+			require.Error(t, err)
+			trouble, _ := sender.TroubleOf(err)
+			require.Equal(t, c.trouble, trouble, "%v", err)
+			require.Equal(t, c.reroutable, mailtype.Reroutable(err), "%v", err)
+			require.Equal(t, c.taken, srv.Count())
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

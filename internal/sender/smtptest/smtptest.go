@@ -166,15 +166,17 @@ type Server struct {
 	delaying atomic.Int64
 	closed   chan struct{}
 
-	mu     sync.Mutex
-	faults map[Phase][]Fault
-	msgs   []Message
+	mu       sync.Mutex
+	faults   map[Phase][]Fault
+	msgs     []Message
+	password string
+	auths    int
 }
 
 // New starts a server on a free loopback port and closes it in t.Cleanup.
 func New(t testing.TB, o Options) *Server {
 	t.Helper()
-	s := &Server{opts: o, faults: map[Phase][]Fault{}, closed: make(chan struct{})}
+	s := &Server{opts: o, faults: map[Phase][]Fault{}, closed: make(chan struct{}), password: o.Password}
 	be := smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &session{s: s, c: c}, nil })
 	s.srv = smtp.NewServer(be)
 	s.srv.Domain = "localhost"
@@ -405,9 +407,28 @@ func (se *session) AuthMechanisms() []string {
 	return []string{sasl.Plain}
 }
 
+// SetPassword changes the password AUTH accepts (an operator fixed the
+// credentials).
+func (s *Server) SetPassword(password string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.password = password
+}
+
+// Auths returns how many AUTH exchanges the server answered.
+func (s *Server) Auths() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.auths
+}
+
 func (se *session) Auth(mech string) (sasl.Server, error) {
 	return sasl.NewPlainServer(func(_, user, pass string) error {
-		if user != se.s.opts.Username || pass != se.s.opts.Password {
+		se.s.mu.Lock()
+		want := se.s.password
+		se.s.auths++
+		se.s.mu.Unlock()
+		if user != se.s.opts.Username || pass != want {
 			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "bad credentials"}
 		}
 		return nil
