@@ -12,8 +12,8 @@ import (
 	gomail "github.com/wneessen/go-mail"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
-	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
 // classifySend classifies a failed transaction from go-mail's typed
