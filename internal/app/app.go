@@ -193,17 +193,6 @@ func (w *wiring) build() ([]named, error) {
 		parts = append(parts, ps...)
 	}
 	w.ready = readyChecks(w.store, w.consumer)
-	// webhooks (issue 15): provider feedback on a listener of its own, when
-	// webhooks.addr is set, whatever the roles; it stops with the intake,
-	// before the relay.
-	if w.cfg.Webhooks.Addr != "" {
-		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: webhook.NewMetrics(w.reg),
-			Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
-		if err != nil {
-			return nil, fmt.Errorf("build webhooks: %w", err)
-		}
-		parts = append(parts, named{name: "webhooks", c: hooks})
-	}
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	return parts, nil
@@ -253,7 +242,19 @@ func (w *wiring) buildConsumer() ([]named, error) {
 		return nil, fmt.Errorf("build consumer: %w", err)
 	}
 	w.consumer = cons
-	return []named{{name: "consumer", c: cons}}, nil
+	parts := []named{{name: "consumer", c: cons}}
+	// webhooks (issue 15): provider feedback on a listener of its own, when
+	// webhooks.addr is set, part of the intake (the consumer role); it
+	// stops with the consumer, before the relay.
+	if w.cfg.Webhooks.Addr != "" {
+		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: webhook.NewMetrics(w.reg),
+			Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
+		if err != nil {
+			return nil, fmt.Errorf("build webhooks: %w", err)
+		}
+		parts = append(parts, named{name: "webhooks", c: hooks})
+	}
+	return parts, nil
 }
 
 // readyChecks are what /readyz requires, in the order it reports them:

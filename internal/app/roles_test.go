@@ -113,7 +113,7 @@ func TestSplitRolesCompleteTheFlowTogether(t *testing.T) {
 
 	// Consumer only: records both events; the sender-only process sends them.
 	cons := startDaemon(t, secretConfig(t, sc, dbAddr, n, env("consumer", nil)))
-	require.Equal(t, []string{"http", "consumer", "stats"}, cons.partNames())
+	require.Equal(t, []string{"http", "consumer", "webhooks", "stats"}, cons.partNames())
 	waitReady(t, cons)
 	require.Eventually(t, func() bool {
 		return sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == 3
@@ -128,7 +128,7 @@ func TestSplitRolesCompleteTheFlowTogether(t *testing.T) {
 	require.EqualValues(t, 3, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailSent' AND published_at IS NULL`))
 	obs := brokertest.Observe(t, n.EventsExchange, n.EventsExchange+".observer", "#")
 	rel := startDaemon(t, secretConfig(t, sc, dbAddr, n, env("relay", nil)))
-	require.Equal(t, []string{"http", "relay", "stats"}, rel.partNames())
+	require.Equal(t, []string{"http", "relay", "queuestats", "stats"}, rel.partNames())
 	waitReady(t, rel)
 	got := obs.WaitFor(t, 3)
 	require.Eventually(t, func() bool {

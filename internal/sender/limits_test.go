@@ -299,5 +299,7 @@ func TestHighRateTakesSlotsInBatches(t *testing.T) {
 	trips := int(cs.slots.Load())
 	t.Logf("%d mails at 1000/s: %d slot round trips", mails, trips)
 	require.Positive(t, trips)
-	require.LessOrEqual(t, trips, mails/10, "batches of slots")
+	// 8-9 on an idle machine; slots a slow worker leaves unused expire
+	// with their 50 ms, so a loaded machine takes more, never one per mail.
+	require.LessOrEqual(t, trips, mails/4, "batches of slots")
 }
