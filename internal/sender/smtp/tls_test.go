@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
@@ -89,6 +90,8 @@ func TestPrivateCAAndClientCertificate(t *testing.T) {
 				require.Equal(t, mailtype.Transient, mailtype.ClassOf(err), name)
 				require.Equal(t, mailtype.ReasonTLS, mailtype.ReasonOf(err), name)
 				require.ErrorContains(t, err, c.hint, name)
+				trouble, _ := sender.TroubleOf(err)
+				require.Equal(t, sender.TroubleConfig, trouble, "%s: a configuration failure, counted by the breaker", name)
 				require.Equal(t, mails, r.srv.MailCommands(), "%s: no mail command was sent", name)
 			}
 			require.Equal(t, 1, r.srv.Count(), "only the good session delivered")
