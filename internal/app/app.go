@@ -24,6 +24,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // Component is a long-lived part of the daemon, by the rules of
@@ -69,8 +70,12 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := w.resolveNamespace(ctx); err != nil {
 		return err
 	}
+	if err := w.setupTracing(ctx); err != nil {
+		return err
+	}
 	parts, err := w.build()
 	if err != nil {
+		_ = w.tracing.Shutdown(ctx)
 		return err
 	}
 	return run(ctx, log, parts)
@@ -146,6 +151,9 @@ type wiring struct {
 	// and the relay are wired.
 	wakeSender func()
 	wakeRelay  func()
+	// tracing is the tracer provider (setupTracing); off while nil or
+	// tracing.enabled is false.
+	tracing *tracing.Provider
 }
 
 // build constructs every component in start order.
@@ -160,11 +168,15 @@ func (w *wiring) build() ([]named, error) {
 	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	// relay (issue 5): one active relay across replicas (lease row).
-	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	rcfg := relayConfig(w.cfg)
+	rcfg.Tracer = w.tracing.Tracer("relay")
+	rel, err := relay.New(rcfg, w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
 	}
-	parts = append(parts, named{name: "relay", c: rel, stage: stopLast})
+	// The relay's publish spans are the last ones: the spans are flushed
+	// when it has stopped, within its budget.
+	parts = append(parts, named{name: "relay", c: w.withTracingFlush(rel), stage: stopLast})
 	w.wakeRelay = rel.Wake
 	// sender (issue 4): workers sending through sender.provider, and the janitor.
 	senderParts, err := w.buildSender()
@@ -178,6 +190,7 @@ func (w *wiring) build() ([]named, error) {
 	cons, err := consumer.New(ccfg, consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
 		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+		Tracer: w.tracing.Tracer("consumer"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build consumer: %w", err)
@@ -224,7 +237,8 @@ func (w *wiring) buildSender() ([]named, error) {
 	}
 	metrics := sender.NewMetrics(w.reg)
 	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov,
-		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
+		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() },
+		Tracer: w.tracing.Tracer("sender")})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}

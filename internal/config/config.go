@@ -21,6 +21,7 @@ type Config struct {
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
 	Templates Templates `mapstructure:"templates" yaml:"templates"`
 	Log       Log       `mapstructure:"log" yaml:"log"`
+	Tracing   Tracing   `mapstructure:"tracing" yaml:"tracing"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
@@ -219,4 +220,15 @@ type Templates struct {
 type Log struct {
 	// Level is debug, info, warn or error.
 	Level string `mapstructure:"level" yaml:"level"`
+}
+
+// Tracing configures OpenTelemetry tracing (internal/tracing).
+type Tracing struct {
+	// Enabled turns tracing on: spans of consume, send and publish,
+	// exported over OTLP as the standard OTEL_* environment variables say
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+	// OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...), and the traceparent
+	// header on every feedback event. Off (the default), no span is made
+	// and no trace context is read, stored or published.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
 }

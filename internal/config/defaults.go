@@ -88,4 +88,6 @@ var defaults = map[string]any{
 	"templates.time_zone":      "Asia/Ho_Chi_Minh",
 
 	"log.level": "info",
+
+	"tracing.enabled": false,
 }

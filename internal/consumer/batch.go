@@ -18,7 +18,7 @@ import (
 // settles its delivery. An error means the channel can no longer ack this
 // batch: the session ends and the broker redelivers what was not acked.
 func (l *loop) settle(ctx context.Context, f *flight) error {
-	batch, decisions, results := f.batch, f.decisions, f.results
+	batch, decisions := f.batch, f.decisions
 	var dead, settled []int
 	for i, d := range decisions {
 		if d.Action == ActionDeadLetter {
@@ -33,27 +33,27 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 		if err := l.ch.Ack(batch[len(batch)-1].Tag, len(batch) > 1); err != nil {
 			return fmt.Errorf("ack batch: %w", err)
 		}
-		l.done(batch, decisions, results, settled)
+		l.done(f, settled)
 		return nil
 	}
 	// Neighbours are acked before the poison is dealt with, one by one
 	// (a multiple ack would cover the poison too).
-	if err := l.ackEach(batch, decisions, results, settled); err != nil {
+	if err := l.ackEach(f, settled); err != nil {
 		return err
 	}
 	if err := l.publishDead(ctx, batch, decisions, dead); err != nil {
 		return err
 	}
-	return l.ackEach(batch, decisions, results, dead)
+	return l.ackEach(f, dead)
 }
 
-func (l *loop) ackEach(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) error {
+func (l *loop) ackEach(f *flight, idx []int) error {
 	for _, i := range idx {
-		if err := l.ch.Ack(batch[i].Tag, false); err != nil {
+		if err := l.ch.Ack(f.batch[i].Tag, false); err != nil {
 			return fmt.Errorf("ack: %w", err)
 		}
 	}
-	l.done(batch, decisions, results, idx)
+	l.done(f, idx)
 	return nil
 }
 
@@ -196,8 +196,9 @@ func (l *loop) wake(res []store.IngestResult) {
 	}
 }
 
-// done counts and logs the acked deliveries idx.
-func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) {
+// done counts, logs and ends the spans of the acked deliveries idx of f.
+func (l *loop) done(f *flight, idx []int) {
+	batch, decisions, results := f.batch, f.decisions, f.results
 	for _, i := range idx {
 		d := decisions[i]
 		outcome, reason := results[i].Outcome, mailtype.Reason("")
@@ -209,6 +210,7 @@ func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []sto
 		}
 		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].Received)
 		l.logOutcome(batch[i], d, outcome)
+		f.endSpan(i, outcome)
 	}
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // Recorder records events; *store.Store implements it.
@@ -65,6 +66,9 @@ type Options struct {
 	// (wakes the relay). Both may be nil and must not block.
 	OnMailInserted  func()
 	OnOutboxWritten func()
+	// Tracer starts the process span of each delivery (tracing.Provider's
+	// "consumer" tracer); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Consumer consumes the input queue. Start and Stop follow
@@ -78,6 +82,7 @@ type Consumer struct {
 	onState  func(bool)
 	onMail   func()
 	onOutbox func()
+	tracer   *tracing.Tracer
 
 	life lifecycle.Life
 	// stopping is closed by Stop (drain and finish); cancel is the hard
@@ -120,7 +125,7 @@ func New(cfg Config, o Options) (*Consumer, error) {
 			FromDomain: mailtype.AddressDomain(cfg.MailFrom), Templates: o.Templates,
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
-		onMail: o.OnMailInserted, onOutbox: o.OnOutboxWritten,
+		onMail: o.OnMailInserted, onOutbox: o.OnOutboxWritten, tracer: o.Tracer,
 	}
 	if c.onMail == nil {
 		c.onMail = nop

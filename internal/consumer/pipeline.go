@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -34,6 +36,9 @@ type flight struct {
 	results []store.IngestResult
 	err     error
 	done    chan struct{}
+	// spans holds the process span of each delivery until it is acked
+	// (nil once ended; nil slice while tracing is off).
+	spans []trace.Span
 }
 
 // errDeliveriesClosed: the library closed the deliveries channel without
@@ -89,6 +94,7 @@ func (l *loop) receive(ctx context.Context, flights chan<- *flight) error {
 			select {
 			case flights <- f: // waits while MaxInFlight flights are unsettled
 			case <-ctx.Done():
+				f.abandon()
 				return ctx.Err()
 			}
 			l.recorders.Add(1)
@@ -136,11 +142,13 @@ func (l *loop) decide(batch []broker.Delivery) *flight {
 		})
 	}
 	wg.Wait()
+	l.traceFlight(f)
 	return f
 }
 
 // settleInOrder settles flights in the order they were queued; the first
-// one that cannot be settled ends the loop (cancel stops the others).
+// one that cannot be settled ends the loop (cancel stops the others, and
+// the spans of every delivery left unacked end).
 func (l *loop) settleInOrder(ctx context.Context, cancel context.CancelFunc, flights <-chan *flight) error {
 	for f := range flights {
 		<-f.done // a recorder always finishes: on success, on error, or when ctx ends
@@ -150,6 +158,10 @@ func (l *loop) settleInOrder(ctx context.Context, cancel context.CancelFunc, fli
 		}
 		if err != nil {
 			cancel()
+			f.abandon()
+			for rest := range flights { // receive closes flights once it has seen the cancel
+				rest.abandon()
+			}
 			return err
 		}
 	}
