@@ -96,6 +96,7 @@ func startDaemon(t *testing.T, cfg *config.Config) *daemon {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.reg = reg
 	require.NoError(t, w.resolveNamespace(ctx))
+	require.NoError(t, w.setupTracing(ctx))
 	parts, err := w.build()
 	require.NoError(t, err)
 	d := &daemon{cfg: cfg, store: st, logs: logs, http: parts[0].c.(*httpServer)}
