@@ -81,9 +81,15 @@ func TestMigration00080DerivesTheClassOfOlderRows(t *testing.T) {
 	sc := storetest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	v, err := sc.Store.MigrateDown(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 80, v)
+	// Roll back the migrations after 00080, then 00080 itself.
+	for {
+		v, err := sc.Store.MigrateDown(ctx)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, v, int64(80))
+		if v == 80 {
+			break
+		}
+	}
 	for i, lastErr := range []string{
 		"lease_expired: the lease expired during a send whose outcome is unknown; the mail may have been delivered",
 		"attempts_exhausted: lease_expired",
@@ -99,7 +105,7 @@ func TestMigration00080DerivesTheClassOfOlderRows(t *testing.T) {
 		require.NoError(t, err)
 		sc.Exec(t, `UPDATE mail SET last_error = $2 WHERE id = $1`, id, lastErr)
 	}
-	_, err = storetest.InsertPending(ctx, sc.Store, storetest.Mail{OrderID: "none"})
+	_, err := storetest.InsertPending(ctx, sc.Store, storetest.Mail{OrderID: "none"})
 	require.NoError(t, err)
 	_, err = sc.Store.MigrateUp(ctx)
 	require.NoError(t, err)
