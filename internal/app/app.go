@@ -56,10 +56,16 @@ type named struct {
 // when the schema is behind (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	logCertificates(cfg, log, time.Now())
+	tp, err := setupTracing(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tp, log)
 	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
+	w.tracing = tp
 	defer closeStore(w.store, log)
 	if err := w.store.CheckSchema(ctx); err != nil {
 		return err
@@ -70,12 +76,8 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err := w.resolveNamespace(ctx); err != nil {
 		return err
 	}
-	if err := w.setupTracing(ctx); err != nil {
-		return err
-	}
 	parts, err := w.build()
 	if err != nil {
-		_ = w.tracing.Shutdown(ctx)
 		return err
 	}
 	return run(ctx, log, parts)

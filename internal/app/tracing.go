@@ -3,24 +3,37 @@ package app
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/mailsvc/mailsvc/internal/buildinfo"
+	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // setupTracing builds the tracer provider (tracing.enabled, then the
 // standard OTEL_* variables; README, "Tracing"). Off, every component's
-// tracer is nil.
-func (w *wiring) setupTracing(ctx context.Context) error {
-	p, err := tracing.Setup(ctx, tracing.Options{Enabled: w.cfg.Tracing.Enabled, Version: buildinfo.Version, Log: w.log})
+// tracer is nil. A variable the SDK refuses is an error wrapping
+// tracing.ErrConfig (exit code 2).
+func setupTracing(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tracing.Provider, error) {
+	p, err := tracing.Setup(ctx, tracing.Options{Enabled: cfg.Tracing.Enabled, Version: buildinfo.Version, Log: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	w.tracing = p
 	if p.On() {
-		w.log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
+		log.Info("tracing on: spans are exported as the OTEL_* environment variables say")
 	}
-	return nil
+	return p, nil
+}
+
+// shutdownTracing flushes and stops p within componentStopBudget. After a
+// stop of the relay (flushAfter) it has nothing left to do; it matters
+// when serve ends before the relay ran.
+func shutdownTracing(p *tracing.Provider, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), componentStopBudget)
+	defer cancel()
+	if err := p.Shutdown(ctx); err != nil {
+		log.Warn("tracing: shutdown", "error", err)
+	}
 }
 
 // flushAfter is a component that, once stopped, exports the spans the

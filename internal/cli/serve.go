@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"errors"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mailsvc/mailsvc/internal/app"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 func newServeCmd(e *env) *cobra.Command {
@@ -16,7 +19,11 @@ func newServeCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return app.Serve(e.ctx, cfg, e.logger(cfg))
+			err = app.Serve(e.ctx, cfg, e.logger(cfg))
+			if errors.Is(err, tracing.ErrConfig) {
+				return &ExitError{Code: 2, Err: err}
+			}
+			return err
 		},
 	}
 }

@@ -44,6 +44,10 @@ import (
 // otherwise.
 const ServiceName = "mailsvc"
 
+// ErrConfig is wrapped by Setup's errors about a variable the SDK refuses:
+// the configuration is invalid (`mailsvc serve` exits 2).
+var ErrConfig = errors.New("invalid tracing configuration")
+
 // Options configures Setup.
 type Options struct {
 	// Enabled turns tracing on (tracing.enabled). Off, Setup builds nothing
@@ -80,8 +84,8 @@ type Provider struct {
 // OTEL_BSP_*; the resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
 // Nothing is dialled here: the exporter connects when it first exports.
 //
-// It returns an error naming the variable when one holds a value the SDK
-// refuses (an unknown exporter or protocol). Setup also installs o.Log as
+// It returns an error wrapping ErrConfig and naming the variable when one
+// holds a value the SDK refuses (an unknown exporter or protocol). Setup also installs o.Log as
 // the SDK's global error handler.
 func Setup(ctx context.Context, o Options) (*Provider, error) {
 	if !o.Enabled || strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
@@ -89,15 +93,15 @@ func Setup(ctx context.Context, o Options) (*Provider, error) {
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("tracing.enabled: span exporter (OTEL_TRACES_EXPORTER=%q, OTEL_EXPORTER_OTLP_PROTOCOL=%q, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q): %w",
-			os.Getenv("OTEL_TRACES_EXPORTER"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
+		return nil, fmt.Errorf("%w: tracing.enabled: span exporter (OTEL_TRACES_EXPORTER=%q, OTEL_EXPORTER_OTLP_PROTOCOL=%q, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=%q): %w",
+			ErrConfig, os.Getenv("OTEL_TRACES_EXPORTER"), os.Getenv("OTEL_EXPORTER_OTLP_PROTOCOL"), os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(ServiceName), semconv.ServiceVersion(o.Version)),
 		resource.WithTelemetrySDK(), resource.WithFromEnv())
 	if err != nil {
 		_ = exp.Shutdown(ctx)
-		return nil, fmt.Errorf("tracing.enabled: resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): %w", err)
+		return nil, fmt.Errorf("%w: tracing.enabled: resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES): %w", ErrConfig, err)
 	}
 	if o.Log != nil {
 		log := o.Log.With("component", "tracing")

@@ -63,7 +63,7 @@ func TestSetupRefusesABadExporterNamingTheVariable(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Setenv(env[0], env[1])
 			_, err := tracing.Setup(context.Background(), tracing.Options{Enabled: true})
-			require.Error(t, err)
+			require.ErrorIs(t, err, tracing.ErrConfig)
 			require.Contains(t, err.Error(), "tracing.enabled")
 			require.Contains(t, err.Error(), env[0]+`="`+env[1]+`"`)
 		})
