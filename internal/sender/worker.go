@@ -146,6 +146,7 @@ func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, d
 	a := p.attemptOf(m, st)
 	sendCtx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
+	sendCtx, span := p.startSend(sendCtx, m, a.Provider, st)
 	start := time.Now()
 	r, err := s.Send(sendCtx, p.message(m))
 	p.metrics.Duration.WithLabelValues(a.Provider).Observe(time.Since(start).Seconds())
@@ -156,6 +157,7 @@ func (p *Pool) send(hard context.Context, s Session, j *job, st store.Started, d
 		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}
 	v := decide(err, r, a)
+	endSend(span, &v)
 	if d := max(v.Throttle, r.Throttle); d > 0 {
 		p.hold(d)
 	}
