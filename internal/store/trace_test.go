@@ -2,11 +2,13 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 // The trace context travels with the rows (the store treats it as opaque
@@ -93,4 +95,47 @@ func TestTraceContextTravelsWithTheRows(t *testing.T) {
 		}
 		require.Equal(t, w, r.TraceContext, r.DedupeKey)
 	}
+}
+
+// A provider's report (a webhook) carries the mail's stored trace context:
+// the EmailDelivered and EmailBounced of a mail continue the trace of the
+// event that asked for it; a mail without one writes NULL.
+func TestWebhookFeedbackCarriesTheMailsTraceContext(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx, st := testCtx(t), sc.Store
+	traced := `{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-1000000000000001-01"}`
+	m1, m2 := confirm("1"), confirm("2")
+	m1.Mail.TraceContext = traced
+	_, err := st.Ingest(ctx, []store.IngestItem{m1, m2})
+	require.NoError(t, err)
+	claimed, err := st.ClaimMails(ctx, claimParams(10))
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	var as []store.Attempt
+	for _, m := range claimed {
+		as = append(as, store.Attempt{Fence: m.Fence, Outcome: store.Outcome{Status: mailtype.StatusSent,
+			Provider: "resend", ProviderMessageID: "em_" + m.OrderID}})
+	}
+	res, err := st.FinishAttempts(ctx, as)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.NoError(t, r.Err)
+	}
+	at := time.Date(2026, 9, 18, 8, 0, 4, 0, time.UTC)
+	for _, w := range []store.Webhook{
+		{ID: "msg_d1", Type: "email.delivered", At: at, EmailID: "em_1", Effect: store.EffectDelivered},
+		{ID: "msg_b1", Type: "email.bounced", At: at, EmailID: "em_1", Effect: store.EffectBounced,
+			Recipients: []string{"b@example.com"}, Reason: "bounce", BounceType: "permanent"},
+		{ID: "msg_d2", Type: "email.delivered", At: at, EmailID: "em_2", Effect: store.EffectDelivered},
+	} {
+		w.Provider = "resend"
+		r, err := st.RecordWebhook(ctx, w)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Matched, w.ID)
+	}
+	require.Equal(t, map[string]string{
+		"1 EmailSent": traced, "1 EmailDelivered": traced, "1 EmailBounced": traced,
+		"2 EmailSent": "-", "2 EmailDelivered": "-",
+	}, sc.QueryMap(t, `SELECT order_id || ' ' || event_type, COALESCE(trace_context, '-') FROM outbox`))
 }
