@@ -3,8 +3,10 @@ package consumer_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -80,4 +82,53 @@ func TestEveryDeliveryHasAProcessSpanEndedAtItsAck(t *testing.T) {
 	dead := b.deadLetters(t)
 	require.Len(t, dead, 1)
 	require.Equal(t, parent, broker.HeaderCarrier(dead[0].Headers).Get("traceparent"))
+}
+
+// A held dead letter (hold.go) keeps its span open while it is held: the
+// spans of the events behind it end at their acks, and a stop, which gives
+// it back to the queue, ends it as not acknowledged. Its next delivery
+// has a span of its own.
+func TestAHeldDeadLettersSpanEndsAsNotAckedAtAStop(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.MaxDeadLetterQueueLength = 2
+	b.cfg.RetryBackoff, b.cfg.HoldBackoffMax = 10*time.Millisecond, 100*time.Millisecond
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	b.tracer = tracing.NewTracer(tp, "consumer")
+	r := b.start(t)
+	b.fillDeadLetterQueue(t)
+
+	b.publish(t, "order.confirmed", []byte(`not json`))
+	b.publish(t, "order.confirmed", confirmations(t, 1, 3)...)
+	require.Eventually(t, func() bool { return r.metric(t, "mailsvc_dead_letters_held") == 1 }, waitFor, tick, "held")
+	require.Eventually(t, func() bool { return r.consumed(t, "OrderConfirmed", "inserted") == 3 }, waitFor, tick, "the rest acked")
+	require.Eventually(t, func() bool { return r.metric(t, "mailsvc_dead_letter_refusals_total") >= 3 }, waitFor, tick, "retried")
+	spans := exp.GetSpans()
+	require.Len(t, spans, 3, "the held one's span is still open")
+	for _, s := range spans {
+		require.Equal(t, "inserted", spanOutcome(s))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.c.Stop(ctx))
+	spans = exp.GetSpans()
+	require.Len(t, spans, 4)
+	held := spans[3]
+	require.Empty(t, spanOutcome(held))
+	require.Equal(t, codes.Error, held.Status.Code)
+	require.Contains(t, held.Status.Description, "not acknowledged")
+	require.Equal(t, 1, b.queueDepth(t, b.names.Queue), "back in the queue")
+}
+
+// spanOutcome is the mailsvc.outcome attribute of s, "" without one.
+func spanOutcome(s tracetest.SpanStub) string {
+	for _, a := range s.Attributes {
+		if a.Key == tracing.OutcomeKey {
+			return a.Value.AsString()
+		}
+	}
+	return ""
 }
