@@ -202,12 +202,6 @@ func (w *wiring) build() ([]named, error) {
 		}
 		parts = append(parts, ps...)
 	}
-	if !w.cfg.Serve.HasRole(config.RoleRelay) {
-		// Without the relay, the last spans are the sender's or the
-		// consumer's, ended in the first stop stage: they are flushed when
-		// http stops, in the last one.
-		parts[0].c = w.withTracingFlush(probes)
-	}
 	w.ready = readyChecks(w.store, w.consumer)
 	// webhooks (issue 15): provider feedback on a listener of its own, when
 	// webhooks.addr is set, whatever the roles; it stops with the intake,
@@ -222,6 +216,10 @@ func (w *wiring) build() ([]named, error) {
 	}
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
+	// Without the relay, the spans are flushed by a part of their own.
+	if p, ok := w.spanFlushPart(); ok {
+		parts = append(parts, p)
+	}
 	return parts, nil
 }
 

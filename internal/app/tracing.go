@@ -7,6 +7,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/buildinfo"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
@@ -59,4 +60,41 @@ func (w *wiring) withTracingFlush(c Component) Component {
 		return c
 	}
 	return flushAfter{Component: c, tracing: w.tracing}
+}
+
+// spanFlush is the component that, in a process without the relay role,
+// exports the buffered spans and stops the exporter in the last stop stage
+// (stopLast): the consumer and the sender, which make the spans, stopped
+// in the first one. Like flushAfter, it keeps the flush within
+// app.ShutdownBound.
+type spanFlush struct {
+	tracing *tracing.Provider
+	life    lifecycle.Life
+}
+
+// Start waits for Stop.
+func (f *spanFlush) Start(ctx context.Context) error {
+	return f.life.Start(ctx, func(stop, abort context.Context) error {
+		<-stop.Done()
+		return f.tracing.Shutdown(abort)
+	})
+}
+
+// Stop flushes the spans within ctx.
+func (f *spanFlush) Stop(ctx context.Context) error { return f.life.Stop(ctx) }
+
+// Done is closed once the flush has run.
+func (f *spanFlush) Done() <-chan struct{} { return f.life.Done() }
+
+// Err is what the flush returned.
+func (f *spanFlush) Err() error { return f.life.Err() }
+
+// spanFlushPart is the "tracing" part of a process without the relay role
+// while tracing is on (with the relay, flushAfter flushes); ok is false
+// otherwise.
+func (w *wiring) spanFlushPart() (named, bool) {
+	if !w.tracing.On() || w.cfg.Serve.HasRole(config.RoleRelay) {
+		return named{}, false
+	}
+	return named{name: "tracing", c: &spanFlush{tracing: w.tracing}, stage: stopLast}, true
 }

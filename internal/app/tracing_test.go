@@ -158,3 +158,33 @@ func TestTracingOffCarriesNoTraceContext(t *testing.T) {
 	require.Zero(t, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE trace_context IS NOT NULL`))
 	require.Zero(t, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE trace_context IS NOT NULL`))
 }
+
+// Without the relay role, a part of its own ("tracing", last stop stage)
+// flushes the spans: a sender-only process's send span, held by the batch
+// processor (OTEL_BSP_SCHEDULE_DELAY of a minute), is exported by the
+// staged stop itself, before serve would shut the provider down. Not
+// parallel: it sets OTEL_* variables.
+func TestASenderOnlyProcessFlushesItsSpansInTheLastStopStage(t *testing.T) {
+	rcv := tracingtest.NewReceiver(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "60000")
+	sc := storetest.New(t)
+	n := brokertest.New(t)
+	srv := smtptest.New(t, smtptest.Options{Username: "mailer", Password: smtpSecret})
+	extra := tracedConfig(srv, true)
+	extra["MAILSVC_SERVE_ROLES"], extra["MAILSVC_SENDER_POLL_INTERVAL"] = "sender", "50ms"
+	d := startDaemon(t, secretConfig(t, sc, testproxy.HostPort(t, sc.URL, "5432"), n, extra))
+	require.Equal(t, []string{"http", "sender", "janitor", "webhooks", "stats", "tracing"}, d.partNames())
+	_, err := storetest.InsertPending(t.Context(), sc.Store, storetest.Mail{OrderID: "801"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '801' AND status = 'sent'`) == 1
+	}, 30*time.Second, 20*time.Millisecond, "sent")
+	require.Empty(t, rcv.Spans(), "held by the batch processor")
+
+	stopAll(slog.New(slog.NewJSONHandler(&syncBuffer{}, nil)), d.parts)
+	spans := rcv.Spans()
+	require.Len(t, spans, 1)
+	require.Equal(t, "send smtp", spans[0].Name)
+	require.Equal(t, "order-confirmed:801", spans[0].Attributes["mailsvc.dedupe_key"])
+}
