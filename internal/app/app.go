@@ -26,6 +26,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
@@ -59,10 +60,16 @@ type named struct {
 // (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	logCertificates(cfg, log, time.Now())
+	tp, err := setupTracing(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tp, log)
 	w, err := open(ctx, cfg, log, cfg.Database.MaxConns)
 	if err != nil {
 		return err
 	}
+	w.tracing = tp
 	defer closeStore(w.store, log)
 	if err := w.store.CheckSchema(ctx); err != nil {
 		return err
@@ -164,6 +171,9 @@ type wiring struct {
 	// and the relay are wired.
 	wakeSender func()
 	wakeRelay  func()
+	// tracing is the tracer provider (setupTracing); off while nil or
+	// tracing.enabled is false.
+	tracing *tracing.Provider
 }
 
 // build constructs the components of the roles in serve.roles, in start
@@ -195,6 +205,10 @@ func (w *wiring) build() ([]named, error) {
 	w.ready = readyChecks(w.store, w.consumer)
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
+	// Without the relay, the spans are flushed by a part of their own.
+	if p, ok := w.spanFlushPart(); ok {
+		parts = append(parts, p)
+	}
 	return parts, nil
 }
 
@@ -218,7 +232,9 @@ func (w *wiring) newBrokerMetrics() *broker.Metrics {
 // buildRelay builds the relay (issue 5: one active relay across replicas,
 // by a lease row); it sets w.wakeRelay.
 func (w *wiring) buildRelay() ([]named, error) {
-	rel, err := relay.New(relayConfig(w.cfg), w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
+	rcfg := relayConfig(w.cfg)
+	rcfg.Tracer = w.tracing.Tracer("relay")
+	rel, err := relay.New(rcfg, w.store, w.log, relay.NewMetrics(w.reg), w.brokerMetrics)
 	if err != nil {
 		return nil, fmt.Errorf("build relay: %w", err)
 	}
@@ -226,7 +242,9 @@ func (w *wiring) buildRelay() ([]named, error) {
 	// queuestats: the broker's counts of the input and dead-letter queues,
 	// read by the last known relay leader only (through a database outage too).
 	qs := queuestats.New(queueStatsConfig(w.cfg), queuestats.NewMetrics(w.reg), w.log, rel.LastKnownLeader)
-	return []named{{name: "relay", c: rel, stage: stopLast}, {name: "queuestats", c: qs}}, nil
+	// The relay's publish spans are the last ones: the spans are flushed
+	// when it has stopped, within its budget.
+	return []named{{name: "relay", c: w.withTracingFlush(rel), stage: stopLast}, {name: "queuestats", c: qs}}, nil
 }
 
 // buildConsumer builds the consumer (issue 3), last, so that it stops
@@ -237,6 +255,7 @@ func (w *wiring) buildConsumer() ([]named, error) {
 	cons, err := consumer.New(ccfg, consumer.Options{
 		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
 		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
+		Tracer: w.tracing.Tracer("consumer"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build consumer: %w", err)
@@ -300,7 +319,8 @@ func (w *wiring) buildSender() ([]named, error) {
 	}
 	metrics := sender.NewMetrics(w.reg)
 	pool, err := sender.New(senderConfig(w.cfg), sender.Deps{Store: w.store, Provider: prov, Fallback: fallback,
-		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() }})
+		Metrics: metrics, Log: w.log, Templates: w.templates, OnOutboxWritten: func() { w.wakeRelay() },
+		Tracer: w.tracing.Tracer("sender")})
 	if err != nil {
 		return nil, fmt.Errorf("build sender: %w", err)
 	}

@@ -69,8 +69,10 @@ func waitReady(t *testing.T, d *daemon) {
 // processes' worth of wiring on one database and broker: a sender-only
 // process is ready with the broker unreachable and, while it works, takes
 // nothing from the input queue; a consumer-only one records the events
-// and sends nothing; a relay-only one publishes the feedback. Together
-// every mail is delivered once and every EmailSent published once.
+// and sends nothing; a relay-only one publishes the feedback (and reads
+// the queue gauges). The webhook listener (webhooks.addr is set here) runs
+// whatever the roles. Together every mail is delivered once and every
+// EmailSent published once.
 func TestSplitRolesCompleteTheFlowTogether(t *testing.T) {
 	t.Parallel()
 	sc := storetest.New(t)
@@ -96,7 +98,7 @@ func TestSplitRolesCompleteTheFlowTogether(t *testing.T) {
 	// Sender only, with no broker at all: ready, sends, consumes nothing.
 	snd := startDaemon(t, secretConfig(t, sc, dbAddr, n, env("sender", map[string]string{
 		"MAILSVC_AMQP_URL": "amqp://guest:guest@127.0.0.1:1/"})))
-	require.Equal(t, []string{"http", "sender", "janitor", "stats"}, snd.partNames())
+	require.Equal(t, []string{"http", "sender", "janitor", "webhooks", "stats"}, snd.partNames())
 	waitReady(t, snd)
 	_, body := get(t, snd.http.addr, "/metrics")
 	requireFamilies(t, body, append(senderMetrics, statsMetrics...),

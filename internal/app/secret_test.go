@@ -102,6 +102,8 @@ func startDaemon(t testing.TB, cfg *config.Config) *daemon {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.reg = reg
 	require.NoError(t, w.resolveNamespace(ctx))
+	w.tracing, err = setupTracing(ctx, cfg, log)
+	require.NoError(t, err)
 	parts, err := w.build()
 	require.NoError(t, err)
 	d := &daemon{cfg: cfg, store: st, logs: logs, http: parts[0].c.(*httpServer)}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 func newServeCmd(e *env) *cobra.Command {
@@ -33,6 +34,9 @@ func newServeCmd(e *env) *cobra.Command {
 			err = app.Serve(e.ctx, cfg, e.logger(cfg))
 			if ue := (*app.UnavailableError)(nil); errors.As(err, &ue) {
 				return &ExitError{Code: ExitUnavailable, Err: err}
+			}
+			if errors.Is(err, tracing.ErrConfig) {
+				return &ExitError{Code: 2, Err: err}
 			}
 			return err
 		},

@@ -24,6 +24,7 @@ type Config struct {
 	Templates Templates `mapstructure:"templates" yaml:"templates"`
 	Log       Log       `mapstructure:"log" yaml:"log"`
 	Serve     Serve     `mapstructure:"serve" yaml:"serve"`
+	Tracing   Tracing   `mapstructure:"tracing" yaml:"tracing"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
@@ -304,3 +305,14 @@ type Serve struct {
 
 // HasRole reports whether serve.roles includes role.
 func (s Serve) HasRole(role string) bool { return slices.Contains(s.Roles, role) }
+
+// Tracing configures OpenTelemetry tracing (internal/tracing).
+type Tracing struct {
+	// Enabled turns tracing on: spans of consume, send and publish,
+	// exported over OTLP as the standard OTEL_* environment variables say
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL,
+	// OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...), and the traceparent
+	// header on every feedback event. Off (the default), no span is made
+	// and no trace context is read, stored or published.
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+}

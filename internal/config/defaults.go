@@ -116,4 +116,6 @@ var defaults = map[string]any{
 	"log.mail_outcomes": "info",
 
 	"serve.roles": []string{RoleConsumer, RoleSender, RoleRelay},
+
+	"tracing.enabled": false,
 }

@@ -22,7 +22,7 @@ import (
 // settles its delivery. An error means the channel can no longer ack this
 // batch: the session ends and the broker redelivers what was not acked.
 func (l *loop) settle(ctx context.Context, f *flight) error {
-	batch, decisions, results := f.batch, f.decisions, f.results
+	batch, decisions := f.batch, f.decisions
 	var dead, settled []int
 	for i, d := range decisions {
 		if d.Action == ActionDeadLetter {
@@ -38,12 +38,12 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 		if err := l.ch.Ack(batch[len(batch)-1].Tag, len(batch) > 1); err != nil {
 			return fmt.Errorf("ack batch: %w", err)
 		}
-		l.done(batch, decisions, results, settled)
+		l.done(f, settled)
 		return nil
 	}
 	// Neighbours are acked before the poison is dealt with, one by one
 	// (a multiple ack would cover the poison, or a held message, too).
-	if err := l.ackEach(batch, decisions, results, settled); err != nil {
+	if err := l.ackEach(f, settled); err != nil {
 		return err
 	}
 	if len(dead) == 0 {
@@ -56,7 +56,7 @@ func (l *loop) settle(ctx context.Context, f *flight) error {
 	if len(refused) > 0 {
 		l.hold(f, refused)
 	}
-	return l.ackEach(batch, decisions, results, without(dead, refused))
+	return l.ackEach(f, without(dead, refused))
 }
 
 // without returns the elements of all not in some (both in order).
@@ -76,13 +76,13 @@ func without(all, some []int) []int {
 	return out
 }
 
-func (l *loop) ackEach(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) error {
+func (l *loop) ackEach(f *flight, idx []int) error {
 	for _, i := range idx {
-		if err := l.ch.Ack(batch[i].Tag, false); err != nil {
+		if err := l.ch.Ack(f.batch[i].Tag, false); err != nil {
 			return fmt.Errorf("ack: %w", err)
 		}
 	}
-	l.done(batch, decisions, results, idx)
+	l.done(f, idx)
 	return nil
 }
 
@@ -245,8 +245,9 @@ func (l *loop) wake(res []store.IngestResult) {
 	}
 }
 
-// done counts and logs the acked deliveries idx.
-func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []store.IngestResult, idx []int) {
+// done counts, logs and ends the spans of the acked deliveries idx of f.
+func (l *loop) done(f *flight, idx []int) {
+	batch, decisions, results := f.batch, f.decisions, f.results
 	for _, i := range idx {
 		d := decisions[i]
 		outcome, reason := results[i].Outcome, mailtype.Reason("")
@@ -258,6 +259,7 @@ func (l *loop) done(batch []broker.Delivery, decisions []Decision, results []sto
 		}
 		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].Received)
 		l.logOutcome(batch[i], d, outcome)
+		f.endSpan(i, outcome)
 	}
 }
 

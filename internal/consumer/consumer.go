@@ -37,6 +37,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // Recorder records events; *store.Store implements it.
@@ -67,6 +68,9 @@ type Options struct {
 	// (wakes the relay). Both may be nil and must not block.
 	OnMailInserted  func()
 	OnOutboxWritten func()
+	// Tracer starts the process span of each delivery (tracing.Provider's
+	// "consumer" tracer); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Consumer consumes the input queue. Start and Stop follow
@@ -81,6 +85,7 @@ type Consumer struct {
 	onBlocked func(bool)
 	onMail    func()
 	onOutbox  func()
+	tracer    *tracing.Tracer
 
 	life lifecycle.Life
 	// stopping is closed by Stop (drain and finish); cancel is the hard
@@ -124,7 +129,7 @@ func New(cfg Config, o Options) (*Consumer, error) {
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
 		onBlocked: o.BrokerMetrics.OnBlocked(broker.RoleConsumer),
-		onMail:    o.OnMailInserted, onOutbox: o.OnOutboxWritten,
+		onMail:    o.OnMailInserted, onOutbox: o.OnOutboxWritten, tracer: o.Tracer,
 	}
 	if c.onMail == nil {
 		c.onMail = nop

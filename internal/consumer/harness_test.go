@@ -18,6 +18,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/templates"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 const waitFor, tick = 30 * time.Second, 10 * time.Millisecond
@@ -37,6 +38,8 @@ type bundle struct {
 	pub   *broker.Publisher
 	// logs keeps what every consumer of the test logged at warn or above.
 	logs *logRecorder
+	// tracer is the next consumer's tracer (nil: tracing off).
+	tracer *tracing.Tracer
 }
 
 func setup(t *testing.T) *bundle {
@@ -81,7 +84,7 @@ func (b *bundle) start(t *testing.T) *running {
 	reg := prometheus.NewRegistry()
 	c, err := consumer.New(b.cfg, consumer.Options{
 		Store: b.store, Templates: b.tmpl, Registerer: reg, BrokerMetrics: broker.NewMetrics(reg),
-		Log: slog.New(b.logs),
+		Log: slog.New(b.logs), Tracer: b.tracer,
 	})
 	require.NoError(t, err)
 	require.NoError(t, c.Start(b.ctx))

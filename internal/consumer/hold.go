@@ -44,7 +44,10 @@ func (l *loop) hold(f *flight, idx []int) {
 // the loop finished: they go back to the queue with the channel).
 func (l *loop) retryHeld(f *flight, idx []int) {
 	pending := idx
-	defer func() { l.unhold(len(pending)) }()
+	defer func() {
+		l.unhold(len(pending))
+		f.abandonSome(pending)
+	}()
 	for attempt := 1; len(pending) > 0; attempt++ {
 		if err := l.pause(l.holdCtx, backoff.Delay(attempt, l.c.cfg.RetryBackoff, l.c.cfg.HoldBackoffMax)); err != nil {
 			return
@@ -65,7 +68,7 @@ func (l *loop) retryHeld(f *flight, idx []int) {
 		}
 		l.c.metrics.DeadLetterRefusals.Add(float64(refused))
 		if len(ok) > 0 {
-			if err := l.ackEach(f.batch, f.decisions, f.results, ok); err != nil {
+			if err := l.ackEach(f, ok); err != nil {
 				return // the channel is gone: everything pending returns to the queue
 			}
 			l.unhold(len(ok))

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -34,6 +36,12 @@ type flight struct {
 	results []store.IngestResult
 	err     error
 	done    chan struct{}
+	// spans holds the process span of each delivery until it is acked
+	// (nil once ended; nil slice while tracing is off). spanMu guards it:
+	// the holder of a refused dead letter (hold.go) ends its span from a
+	// goroutine of its own.
+	spanMu sync.Mutex
+	spans  []trace.Span
 }
 
 // errDeliveriesClosed: the library closed the deliveries channel without
@@ -94,6 +102,7 @@ func (l *loop) receive(ctx context.Context, flights chan<- *flight) error {
 			select {
 			case flights <- f: // waits while MaxInFlight flights are unsettled
 			case <-ctx.Done():
+				f.abandon()
 				return ctx.Err()
 			}
 			l.recorders.Add(1)
@@ -141,11 +150,13 @@ func (l *loop) decide(batch []broker.Delivery) *flight {
 		})
 	}
 	wg.Wait()
+	l.traceFlight(f)
 	return f
 }
 
 // settleInOrder settles flights in the order they were queued; the first
-// one that cannot be settled ends the loop (cancel stops the others).
+// one that cannot be settled ends the loop (cancel stops the others, and
+// the spans of every delivery left unacked end).
 func (l *loop) settleInOrder(ctx context.Context, cancel context.CancelFunc, flights <-chan *flight) error {
 	for f := range flights {
 		<-f.done // a recorder always finishes: on success, on error, or when ctx ends
@@ -155,6 +166,10 @@ func (l *loop) settleInOrder(ctx context.Context, cancel context.CancelFunc, fli
 		}
 		if err != nil {
 			cancel()
+			f.abandon()
+			for rest := range flights { // receive closes flights once it has seen the cancel
+				rest.abandon()
+			}
 			return err
 		}
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // dbTimeout bounds each database statement (or short transaction) of a
@@ -139,17 +142,19 @@ func (r *Relay) publishRows(ctx context.Context, pub *broker.Publisher, rows []s
 			fresh = append(fresh, i)
 		}
 	}
-	publishSome(cctx, pub, rows, fresh, errs)
+	r.publishSome(cctx, pub, rows, fresh, errs)
 	for i, row := range rows {
 		if row.Attempts > 0 {
-			publishSome(cctx, pub, rows, []int{i}, errs)
+			r.publishSome(cctx, pub, rows, []int{i}, errs)
 		}
 	}
 	return errs
 }
 
 // publishSome publishes rows[idx] as one batch and stores their errors.
-func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.OutboxRow, idx []int, errs []error) {
+// While tracing is on, each message goes out under a publish span of its
+// own, whose traceparent it carries; the span ends with the confirm.
+func (r *Relay) publishSome(ctx context.Context, pub *broker.Publisher, rows []store.OutboxRow, idx []int, errs []error) {
 	if len(idx) == 0 {
 		return
 	}
@@ -165,6 +170,7 @@ func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.Outbox
 	for k, i := range idx {
 		msgs[k] = message(rows[i])
 	}
+	spans := r.startPublish(rows, idx, msgs)
 	for k, err := range pub.PublishBatch(ctx, msgs) {
 		errs[idx[k]] = err
 	}
@@ -173,6 +179,28 @@ func publishSome(ctx context.Context, pub *broker.Publisher, rows []store.Outbox
 	if i := idx[0]; len(idx) == 1 && errors.Is(errs[i], broker.ErrChannelClosed) && pub.Reopen() == nil {
 		errs[i] = fmt.Errorf("%w: %w", errClosedByRow, errs[i])
 	}
+	for k, span := range spans {
+		tracing.End(span, errs[idx[k]])
+	}
+}
+
+// startPublish starts the publish span of each message of msgs (the rows
+// idx), the child of its row's trace context or the root of a new trace,
+// and puts the span's traceparent into the message's headers. It returns
+// nil while tracing is off.
+func (r *Relay) startPublish(rows []store.OutboxRow, idx []int, msgs []broker.Message) []trace.Span {
+	if !r.cfg.Tracer.On() {
+		return nil
+	}
+	spans := make([]trace.Span, len(msgs))
+	for k, i := range idx {
+		row, m := rows[i], &msgs[k]
+		m.Headers = map[string]any{}
+		spans[k] = r.cfg.Tracer.StartPublish(tracing.Message{Exchange: m.Exchange, RoutingKey: m.RoutingKey,
+			MessageID: m.MessageID, EventType: m.Type, DedupeKey: row.DedupeKey, TraceContext: row.TraceContext,
+			Headers: broker.HeaderCarrier(m.Headers)})
+	}
+	return spans
 }
 
 // errClosedByRow marks a channel closed by the broker because of one row

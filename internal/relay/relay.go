@@ -29,6 +29,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // Config configures the relay. Zero values take the defaults named on
@@ -107,6 +108,10 @@ type Config struct {
 	// 1000.
 	RetentionInterval time.Duration
 	RetentionBatch    int
+	// Tracer starts the publish span of each feedback event and puts its
+	// traceparent on the message (tracing.Provider's "relay" tracer); nil
+	// is tracing off: no span, no traceparent header.
+	Tracer *tracing.Tracer
 }
 
 // WithDefaults returns c with every zero field set to its default.

@@ -16,6 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
+	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
 // Store is what the pool needs from the database; *store.Store implements
@@ -53,6 +54,9 @@ type Deps struct {
 	// its feedback event (an in-process wake-up of the relay). It must not
 	// block.
 	OnOutboxWritten func()
+	// Tracer starts the send span of each provider call (tracing.Provider's
+	// "sender" tracer); nil is tracing off.
+	Tracer *tracing.Tracer
 }
 
 // Pool is the sender pool. A dispatcher claims due rows in batches, never

@@ -205,6 +205,16 @@ func (p *Pool) flush(out *result) {
 // attempt (same mark, identical message), if the lease holds a whole send
 // more: never after an ambiguous outcome, never for a mail that had one.
 func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.Started, deadline, leaseEnd time.Time) verdict {
+	ctx, span := p.startSend(hard, &j.mail, g.name, st)
+	v := p.sendVia(ctx, s, j, g, st, deadline, leaseEnd)
+	endSend(span, &v)
+	return v
+}
+
+// sendVia makes the provider call of an attempt through g, then, when g
+// did not take the mail in a way that proves nothing was sent, through the
+// fallback provider (one span, send's, covers both).
+func (p *Pool) sendVia(hard context.Context, s sessions, j *job, g *gate, st store.Started, deadline, leaseEnd time.Time) verdict {
 	r, err := p.call(hard, s, g, j, deadline)
 	fb := p.failoverTo(g, j, err)
 	if fb == nil {

@@ -93,6 +93,10 @@ type ClaimedMail struct {
 	// none): after an ambiguous outcome the mail is only sent again through
 	// the same one (sender.fallback_provider never takes it).
 	Provider string
+	// TraceContext is the row's stored trace context (the consumer's span
+	// of the event that asked for the mail), "" when it has none; the send
+	// span is its child.
+	TraceContext string
 }
 
 // claimSQL takes at most $1 rows in one statement (docs/design.md, "Claim").
@@ -146,7 +150,8 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_claimed_at,
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
-    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)), false), COALESCE(m.provider, '')`
+    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)), false), COALESCE(m.provider, ''),
+    COALESCE(m.trace_context, '')`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -170,7 +175,8 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 		if err := rows.Scan(&m.ID, &m.Token, &m.Reclaimed, &m.EventID, &m.DedupeKey, &m.OrderID,
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
-			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt, &m.Suppressed, &m.Provider); err != nil {
+			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt,
+			&m.Suppressed, &m.Provider, &m.TraceContext); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""

@@ -44,6 +44,10 @@ type Feedback struct {
 	// that took the mail (sender.fallback_provider), published as
 	// data.failover_from; "" (the key left out) otherwise.
 	FailoverFrom string
+	// TraceContext is the stored trace context (tracing.Encode) of the
+	// span that wrote the event, written to outbox.trace_context: the
+	// relay's publish span continues it. "" (NULL) for none.
+	TraceContext string
 }
 
 // ProviderEvent is one report a provider made about a mail it had accepted
@@ -97,17 +101,17 @@ type feedbackData struct {
 // simple_protocol query modes a []byte argument goes over as bytea, which
 // jsonb refuses.
 const insertOutboxSQL = `
-INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8)`
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at, trace_context)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, nullif($9, ''))`
 
 // insertOutboxManySQL writes many outbox rows in one statement (one
 // executor run, one firing of the statement trigger that notifies the
 // relay), in the order of the arrays.
 const insertOutboxManySQL = `
-INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at)
-SELECT e, $2, rk, et, o, k, p::jsonb, c
-FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[])
-    AS u(e, rk, et, o, k, p, c)`
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at, trace_context)
+SELECT e, $2, rk, et, o, k, p::jsonb, c, nullif(tc, '')
+FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+    AS u(e, rk, et, o, k, p, c, tc)`
 
 // outboxRow is the outbox row of one feedback event, addressed to the
 // store's events exchange.
@@ -116,6 +120,7 @@ type outboxRow struct {
 	routingKey, eventType, orderID, dedupeKey string
 	payload                                   string // the JSON envelope
 	createdAt                                 time.Time
+	traceContext                              string
 }
 
 // outboxRowOf encodes f as its outbox row. The event_id is a fresh
@@ -144,7 +149,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 		return outboxRow{}, fmt.Errorf("encode feedback: %w", err)
 	}
 	return outboxRow{eventID: id, routingKey: f.Type.RoutingKey(), eventType: string(f.Type), orderID: f.OrderID,
-		dedupeKey: f.DedupeKey, payload: string(body), createdAt: now}, nil
+		dedupeKey: f.DedupeKey, payload: string(body), createdAt: now, traceContext: f.TraceContext}, nil
 }
 
 // insertFeedback writes f as an outbox row inside tx. The caller commits.
@@ -153,7 +158,7 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, insertOutboxSQL, r.eventID, s.eventsExchange, r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt)
+	_, err = tx.Exec(ctx, insertOutboxSQL, r.eventID, s.eventsExchange, r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt, r.traceContext)
 	if err != nil {
 		return fmt.Errorf("insert outbox %s: %w", f.Type, interpretError(err))
 	}
@@ -172,16 +177,16 @@ func (s *Store) insertFeedbacks(ctx context.Context, tx pgx.Tx, fs []Feedback) e
 	// encode a []uuid.UUID.
 	ids := make([]string, n)
 	keys, types, orders, dedupe, payloads := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	created := make([]time.Time, n)
+	created, traces := make([]time.Time, n), make([]string, n)
 	for i, f := range fs {
 		r, err := outboxRowOf(f)
 		if err != nil {
 			return err
 		}
-		ids[i], keys[i], types[i], orders[i], dedupe[i], payloads[i], created[i] =
-			r.eventID.String(), r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt
+		ids[i], keys[i], types[i], orders[i], dedupe[i], payloads[i], created[i], traces[i] =
+			r.eventID.String(), r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt, r.traceContext
 	}
-	_, err := tx.Exec(ctx, insertOutboxManySQL, ids, s.eventsExchange, keys, types, orders, dedupe, payloads, created)
+	_, err := tx.Exec(ctx, insertOutboxManySQL, ids, s.eventsExchange, keys, types, orders, dedupe, payloads, created, traces)
 	if err != nil {
 		return fmt.Errorf("insert %d outbox rows: %w", n, interpretError(err))
 	}

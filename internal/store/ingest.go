@@ -41,6 +41,10 @@ type NewMail struct {
 	// MaxAge is the age limit that made the event stale, for the feedback
 	// message.
 	MaxAge time.Duration
+	// TraceContext is the stored trace context (tracing.Encode) of the
+	// span that recorded the event, written to trace_context and to the
+	// outbox row of a stale mail; "" (NULL) while tracing is off.
+	TraceContext string
 }
 
 // Cancel is an OrderCancelled event.
@@ -54,6 +58,10 @@ type Cancel struct {
 	// Template is the confirmation template: only its mails are cancelled
 	// (never a cancellation notice), and a tombstone is written with it.
 	Template string
+	// TraceContext is the stored trace context of the span that recorded
+	// the cancel; the feedback events and the cancellation notice it
+	// writes carry it ("" for none).
+	TraceContext string
 }
 
 // IngestItem is one input event to record: exactly one of Mail and Cancel
@@ -153,12 +161,12 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
-                  from_addr, to_name, reply_to, idempotency_key, occurred_at, revision)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, oa, rev
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-            $15::text[], $16::text[], $17::text[], $18::text[], $19::timestamptz[], $20::int[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, oa, rev)
+            $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key`
 
@@ -168,7 +176,7 @@ RETURNING event_id::text, dedupe_key`
 // is skipped.
 func insertMails(ctx context.Context, q querier, items []IngestItem, res []IngestResult) error {
 	n := len(items)
-	cols := make([][]string, 18)
+	cols := make([][]string, 19)
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
@@ -186,12 +194,12 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 		}
 		for c, v := range []string{m.EventID, m.DedupeKey, m.OrderID, m.Template, m.Locale, m.ToEmail, payload,
 			m.Subject, m.BodyText, m.BodyHTML, m.MessageID, status, lastErr, lastClass,
-			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey} {
+			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey, m.TraceContext} {
 			cols[c][i] = v
 		}
 		occurred[i], revisions[i] = m.OccurredAt, int32(revisionOr1(m.Revision))
 	}
-	args := make([]any, 0, 20)
+	args := make([]any, 0, 21)
 	for _, c := range cols {
 		args = append(args, c)
 	}
@@ -243,7 +251,8 @@ func (s *Store) staleFeedback(ctx context.Context, tx pgx.Tx, items []IngestItem
 			Type: mailtype.EmailFailed, DedupeKey: m.DedupeKey, OrderID: m.OrderID, Template: m.Template,
 			Status: mailtype.StatusFailed, SourceEventID: m.EventID,
 			ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonStale,
-			Error: fmt.Sprintf("event occurred at %s, older than the max event age %s", m.OccurredAt.UTC().Format(time.RFC3339), m.MaxAge),
+			Error:        fmt.Sprintf("event occurred at %s, older than the max event age %s", m.OccurredAt.UTC().Format(time.RFC3339), m.MaxAge),
+			TraceContext: m.TraceContext,
 		})
 		if err != nil {
 			return err

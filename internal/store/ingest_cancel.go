@@ -131,7 +131,7 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		f := Feedback{
 			Type: mailtype.EmailCancelled, DedupeKey: r.dedupeKey, OrderID: c.OrderID, Revision: c.Revision,
 			Template: r.template, Status: mailtype.Status(r.status), Attempts: r.attempts, Provider: r.provider,
-			ProviderMessageID: r.providerMessageID, SourceEventID: c.EventID,
+			ProviderMessageID: r.providerMessageID, SourceEventID: c.EventID, TraceContext: c.TraceContext,
 		}
 		if r.kind == stoppedAmbiguous {
 			u := f
@@ -154,7 +154,7 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 		res.Outcome = strongest(res.Outcome, r.kind)
 	}
 	if notice != "" {
-		written, err := s.insertNotice(ctx, tx, notice)
+		written, err := s.insertNotice(ctx, tx, notice, c.TraceContext)
 		if err != nil {
 			return IngestResult{}, err
 		}

@@ -65,8 +65,10 @@ ON CONFLICT DO NOTHING`
 // (Options.Notices nil, mail.cancel_notice false), when the order's
 // revision has its notice already (one notice per revision, whichever of
 // its mails was too late), or when the confirmation has no address (a
-// tombstone). It reports whether a pending notice was written.
-func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation string) (bool, error) {
+// tombstone). It reports whether a pending notice was written. The notice
+// row, or the EmailFailed of one that could not be rendered, carries
+// traceContext (the writer's span; "" for none).
+func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation, traceContext string) (bool, error) {
 	if s.notices == nil {
 		return false, nil
 	}
@@ -83,8 +85,9 @@ func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation string
 	src.Payload = []byte(payload)
 	m, rerr := s.notices.RenderNotice(src)
 	if rerr != nil {
-		return false, s.insertFailedNotice(ctx, tx, src, rerr)
+		return false, s.insertFailedNotice(ctx, tx, src, rerr, traceContext)
 	}
+	m.TraceContext = traceContext
 	res := make([]IngestResult, 1)
 	if err := insertMails(ctx, tx, []IngestItem{{Mail: &m}}, res); err != nil {
 		return false, fmt.Errorf("insert the notice of %s: %w", confirmation, err)
@@ -94,7 +97,7 @@ func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation string
 
 // insertFailedNotice records a notice that could not be rendered as
 // failed (reason render) with its EmailFailed event.
-func (s *Store) insertFailedNotice(ctx context.Context, tx pgx.Tx, src NoticeSource, rerr error) error {
+func (s *Store) insertFailedNotice(ctx context.Context, tx pgx.Tx, src NoticeSource, rerr error, traceContext string) error {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("new event id: %w", err)
@@ -109,6 +112,6 @@ func (s *Store) insertFailedNotice(ctx context.Context, tx pgx.Tx, src NoticeSou
 	return s.insertFeedback(ctx, tx, Feedback{
 		Type: mailtype.EmailFailed, DedupeKey: key, OrderID: src.OrderID, Revision: src.Revision,
 		Template: mailtype.TemplateCancelNotice, Status: mailtype.StatusFailed, SourceEventID: id.String(),
-		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonRender, Error: msg,
+		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonRender, Error: msg, TraceContext: traceContext,
 	})
 }

@@ -243,9 +243,9 @@ type ReconcileResult struct {
 }
 
 type reconcileRow struct {
-	orderID, template, provider, providerMsgID, eventID string
-	attempts, revision                                  int
-	status                                              mailtype.Status
+	orderID, template, provider, providerMsgID, eventID, traceContext string
+	attempts, revision                                                int
+	status                                                            mailtype.Status
 }
 
 // reconcileSQL settles an unknown mail in one conditional statement: $2
@@ -263,7 +263,7 @@ UPDATE mail SET
        send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
 WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
-          COALESCE(event_id::text, ''), sends, status, revision`
+          COALESCE(event_id::text, ''), sends, status, revision, COALESCE(trace_context, '')`
 
 // Reconcile settles an `unknown` mail (docs/design.md, "State machine") by what the
 // operator found out. Delivered: the mail becomes sent and an EmailSent
@@ -294,7 +294,7 @@ func (s *Store) reconcile(ctx context.Context, dedupeKey string, delivered, comm
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var r reconcileRow
 		err := tx.QueryRow(ctx, reconcileSQL, dedupeKey, delivered).Scan(&r.orderID, &r.template,
-			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status, &r.revision)
+			&r.provider, &r.providerMsgID, &r.eventID, &r.attempts, &r.status, &r.revision, &r.traceContext)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return s.reconcileRefusal(ctx, tx, dedupeKey)
 		}
@@ -306,7 +306,7 @@ func (s *Store) reconcile(ctx context.Context, dedupeKey string, delivered, comm
 			err = s.insertFeedback(ctx, tx, Feedback{
 				Type: res.Feedback, DedupeKey: dedupeKey, OrderID: r.orderID, Revision: r.revision, Template: r.template,
 				Status: r.status, Attempts: r.attempts, Provider: r.provider,
-				ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID,
+				ProviderMessageID: r.providerMsgID, SourceEventID: r.eventID, TraceContext: r.traceContext,
 			})
 		}
 		if err == nil && !commit {

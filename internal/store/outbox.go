@@ -23,6 +23,9 @@ type OutboxRow struct {
 	CreatedAt time.Time
 	// Attempts is the number of failed publish attempts so far.
 	Attempts int
+	// TraceContext is the stored trace context of the span that wrote the
+	// row (tracing.Encode), "" when it has none.
+	TraceContext string
 }
 
 // OutboxFailure is the outcome of one failed publish of row ID.
@@ -65,7 +68,7 @@ type OutboxAttempt struct {
 // of 20,000 rows).
 const fetchOutboxSQL = `
 SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, coalesce(o.dedupe_key, ''),
-       o.payload::text, o.created_at, o.attempts
+       o.payload::text, o.created_at, o.attempts, coalesce(o.trace_context, '')
 FROM outbox o
 WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
   AND EXISTS (SELECT 1 FROM relay_lease l WHERE l.singleton AND l.epoch = $2 AND l.expires_at > now())
@@ -89,7 +92,7 @@ func (r *RelayDB) FetchOutbox(ctx context.Context, epoch int64, limit int) ([]Ou
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
 		var o OutboxRow
 		var payload string
-		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &o.DedupeKey, &payload, &o.CreatedAt, &o.Attempts)
+		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &o.DedupeKey, &payload, &o.CreatedAt, &o.Attempts, &o.TraceContext)
 		o.Payload = []byte(payload)
 		return o, err
 	})

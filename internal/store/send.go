@@ -53,6 +53,11 @@ type Outcome struct {
 	// Ambiguous counts this attempt as an ambiguous outcome (the row's
 	// ambiguous column grows by one; sender.ambiguous_retries reads it).
 	Ambiguous bool
+	// TraceContext is the stored trace context (tracing.Encode) of the
+	// send's span, carried by the feedback events the outcome writes; ""
+	// means the row's own trace_context (a release, the janitor's verdict,
+	// or tracing off).
+	TraceContext string
 }
 
 // Finished is what FinishAttempts wrote for one attempt.
@@ -126,7 +131,7 @@ WHERE m.id = ANY ($1::bigint[]) AND m.id = o.id AND m.attempts = o.token
   AND (NOT o.settle OR (m.status = 'sending' AND m.locked_until < now()))
 RETURNING m.id, m.attempts, m.status, m.dedupe_key, m.order_id, m.template, COALESCE(m.event_id::text, ''), m.sends,
     m.revision, prior.status = 'sending' AND prior.cancel_requested, COALESCE(m.cancel_event_id::text, ''),
-    o.release AND x.next = 'unknown', m.created_at`
+    o.release AND x.next = 'unknown', m.created_at, COALESCE(m.trace_context, '')`
 
 // Attempt is one attempt's outcome to record with FinishAttempts.
 type Attempt struct {
@@ -187,8 +192,8 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 		if err := s.insertFeedbacks(ctx, tx, fbs); err != nil {
 			return err
 		}
-		for _, key := range notices {
-			if _, err := s.insertNotice(ctx, tx, key); err != nil {
+		for _, n := range notices {
+			if _, err := s.insertNotice(ctx, tx, n.key, n.traceContext); err != nil {
 				return err
 			}
 		}
@@ -203,10 +208,14 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 	return res, started, nil
 }
 
+// notice is a cancellation notice to write: the key of the confirmation
+// that was too late, and the trace context the notice carries.
+type notice struct{ key, traceContext string }
+
 // writeOutcomes runs the fenced updates of as in one statement, fills res
 // and returns the feedback events the terminal transitions need and the
-// keys of the mails that need a cancellation notice.
-func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, []string, error) {
+// mails that need a cancellation notice.
+func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, []notice, error) {
 	n := len(as)
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -241,7 +250,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		return nil, nil, err
 	}
 	var fbs []Feedback
-	var notices []string
+	var notices []notice
 	for i, a := range as {
 		r, ok := got[a.Fence]
 		if !ok {
@@ -256,6 +265,9 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		o, fb := a.Outcome, r.fb
 		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, r.sends
 		fb.Provider, fb.ProviderMessageID, fb.FailoverFrom = o.Provider, o.ProviderMessageID, o.FailoverFrom
+		if o.TraceContext != "" {
+			fb.TraceContext = o.TraceContext
+		}
 		if o.Release {
 			fb.Provider, fb.FailoverFrom = "", ""
 		}
@@ -269,7 +281,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 		fbs = append(fbs, fb)
 		if r.cancelRequested && (r.status == mailtype.StatusSent || r.status == mailtype.StatusUnknown) {
 			fbs = append(fbs, tooLate(fb, r.cancelEventID))
-			notices = append(notices, fb.DedupeKey)
+			notices = append(notices, notice{key: fb.DedupeKey, traceContext: fb.TraceContext})
 		}
 	}
 	return fbs, notices, nil
@@ -296,7 +308,8 @@ func scanFinished(rows pgx.Rows) (map[Fence]finishedRow, error) {
 		var f Fence
 		var r finishedRow
 		if err := rows.Scan(&f.ID, &f.Token, &r.status, &r.fb.DedupeKey, &r.fb.OrderID, &r.fb.Template,
-			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID, &r.releasedUnknown, &r.createdAt); err != nil {
+			&r.fb.SourceEventID, &r.sends, &r.fb.Revision, &r.cancelRequested, &r.cancelEventID, &r.releasedUnknown,
+			&r.createdAt, &r.fb.TraceContext); err != nil {
 			return nil, err
 		}
 		got[f] = r

@@ -78,11 +78,13 @@ ON CONFLICT (provider, webhook_id) DO NOTHING`
 // mail_resend_message_id_idx answers it for Resend.
 const mailsOfMessageSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
-    delivered_at IS NOT NULL
+    delivered_at IS NOT NULL, COALESCE(trace_context, '')
 FROM mail WHERE provider = $1 AND provider_message_id = $2 AND $2 <> ''
 ORDER BY id FOR UPDATE`
 
-// webhookMail is one mail a webhook names.
+// webhookMail is one mail a webhook names; its fb carries the mail's
+// stored trace context, so the provider's report is published in the
+// trace of the event that asked for the mail.
 type webhookMail struct {
 	id        int64
 	fb        Feedback
@@ -145,7 +147,7 @@ func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, e
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhookMail, error) {
 		var m webhookMail
 		err := r.Scan(&m.id, &m.fb.DedupeKey, &m.fb.OrderID, &m.fb.Template, &m.fb.SourceEventID, &m.fb.Attempts,
-			&m.fb.Revision, &m.fb.Status, &m.delivered)
+			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext)
 		return m, err
 	})
 }
