@@ -98,7 +98,7 @@ func TestSplitRolesCompleteTheFlowTogether(t *testing.T) {
 	// Sender only, with no broker at all: ready, sends, consumes nothing.
 	snd := startDaemon(t, secretConfig(t, sc, dbAddr, n, env("sender", map[string]string{
 		"MAILSVC_AMQP_URL": "amqp://guest:guest@127.0.0.1:1/"})))
-	require.Equal(t, []string{"http", "sender", "janitor", "webhooks", "stats"}, snd.partNames())
+	require.Equal(t, []string{"http", "sender", "janitor", "stats"}, snd.partNames())
 	waitReady(t, snd)
 	_, body := get(t, snd.http.addr, "/metrics")
 	requireFamilies(t, body, append(senderMetrics, statsMetrics...),

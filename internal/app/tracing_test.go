@@ -174,7 +174,7 @@ func TestASenderOnlyProcessFlushesItsSpansInTheLastStopStage(t *testing.T) {
 	extra := tracedConfig(srv, true)
 	extra["MAILSVC_SERVE_ROLES"], extra["MAILSVC_SENDER_POLL_INTERVAL"] = "sender", "50ms"
 	d := startDaemon(t, secretConfig(t, sc, testproxy.HostPort(t, sc.URL, "5432"), n, extra))
-	require.Equal(t, []string{"http", "sender", "janitor", "webhooks", "stats", "tracing"}, d.partNames())
+	require.Equal(t, []string{"http", "sender", "janitor", "stats", "tracing"}, d.partNames())
 	_, err := storetest.InsertPending(t.Context(), sc.Store, storetest.Mail{OrderID: "801"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
