@@ -241,6 +241,8 @@ func (r *Relay) results(rows []store.OutboxRow, errs []error) ([]int64, []store.
 			Error:   describe(reason, errs[i], row),
 			RetryIn: backoff.Delay(row.Attempts+1, r.cfg.RetryBackoff, retryMax),
 			MayDie:  mayDie,
+			// An unroutable row stops holding back its order's later rows.
+			Unroutable: reason == mailtype.ReasonUnroutable,
 		})
 	}
 	return published, failed

@@ -301,7 +301,9 @@ func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
 	b.insert(t, feedback("1", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate),
 		feedback("1", mailtype.EmailUnknown), feedback("2", mailtype.EmailSent))
 	first := b.outbox(t)[0]
-	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, first.ID)
+	// An exchange that does not exist: the broker closes the channel on
+	// that publish, a failure of the row itself.
+	b.sc.Exec(t, `UPDATE outbox SET exchange = exchange || '.missing' WHERE id = $1`, first.ID)
 	r := b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 1000 })
 	b.start(t, r)
 
@@ -315,7 +317,7 @@ func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
 	require.Nil(t, rows[1].PublishedAt)
 	require.Nil(t, rows[2].PublishedAt)
 
-	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'email.sent' WHERE id = $1`, first.ID)
+	b.sc.Exec(t, `UPDATE outbox SET exchange = $2 WHERE id = $1`, first.ID, b.names.EventsExchange)
 	got := obs.WaitFor(t, 4)
 	require.Len(t, got, 4)
 	var order1 []string
@@ -326,6 +328,29 @@ func TestRelayKeepsOneOrderInWriteOrder(t *testing.T) {
 	}
 	require.Equal(t, []string{rows[0].EventID, rows[1].EventID, rows[2].EventID}, order1)
 	require.Eventually(t, func() bool { return b.countPublished(t) == 4 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// An event nobody has bound a queue for (an order service that takes
+// EmailSent but not EmailDelivered, say) comes back unroutable and is
+// retried for relay.unroutable_window; meanwhile the later events of its
+// order, which are taken, go out: an unroutable row holds nothing back.
+func TestUnroutableRowDoesNotHoldBackItsOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	obs := observe(t, b.names, "email.#")
+	b.insert(t, feedback("1", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate), feedback("1", mailtype.EmailUnknown))
+	first := b.outbox(t)[0]
+	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, first.ID)
+	b.start(t, b.newRelay(t, func(c *relay.Config) { c.MaxAttempts = 3 }))
+
+	got := obs.WaitFor(t, 2)
+	rows := b.outbox(t)
+	require.Equal(t, []string{rows[1].EventID, rows[2].EventID}, []string{got[0].MessageID, got[1].MessageID})
+	require.Eventually(t, func() bool { return b.outbox(t)[0].Attempts >= 4 }, 20*time.Second, 10*time.Millisecond,
+		"the unroutable row is retried past max_attempts")
+	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL AND unroutable`),
+		"the unroutable row stays alive and marked, inside its window")
+	require.EqualValues(t, 2, b.countPublished(t))
 }
 
 func TestRelayDeletesPublishedRowsPastRetention(t *testing.T) {

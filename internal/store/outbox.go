@@ -41,6 +41,10 @@ type OutboxFailure struct {
 	// attempt is counted but never makes the row dead, so a broker outage
 	// cannot kill the backlog.
 	MayDie bool
+	// Unroutable marks a publish the broker returned unroutable: the row
+	// stops holding back the later rows of its order until a publish of it
+	// fails otherwise or succeeds.
+	Unroutable bool
 }
 
 // OutboxAttempt is a row after RecordOutboxResults counted a failed attempt.
@@ -60,7 +64,10 @@ type OutboxAttempt struct {
 // nothing that the next leader will publish again. A row waits while an earlier
 // row of the same order is unpublished and alive (not dead), so one order's
 // events go out in write order and a batch holds at most one row per
-// order; rows without an order id (NULL or empty) are never held back.
+// order; rows without an order id (NULL or empty) are never held back, and
+// neither are the rows behind one whose last publish came back unroutable
+// (nobody takes its event type: it must not hold up the ones that are
+// taken; migration 00120).
 // The OR keeps the probe a correlated subplan on
 // outbox_unpublished_order_idx whatever the statistics say: as an anti
 // join, on a table that grew from empty before ANALYZE ran, PostgreSQL 15
@@ -75,7 +82,7 @@ WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now(
   AND (coalesce(o.order_id, '') = '' OR NOT EXISTS (
       SELECT 1 FROM outbox p
       WHERE p.order_id = o.order_id AND p.id < o.id
-        AND p.published_at IS NULL AND p.dead_at IS NULL))
+        AND p.published_at IS NULL AND p.dead_at IS NULL AND NOT p.unroutable))
 ORDER BY o.id
 LIMIT $1`
 
@@ -129,8 +136,9 @@ UPDATE outbox o SET
     attempts = o.attempts + 1,
     last_error = f.err,
     next_attempt_at = now() + f.delay_ms * interval '1 millisecond',
-    dead_at = CASE WHEN o.attempts + 1 >= $5 AND f.may_die THEN now() END
-FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[]) AS f(id, err, delay_ms, may_die)
+    dead_at = CASE WHEN o.attempts + 1 >= $5 AND f.may_die THEN now() END,
+    unroutable = f.unroutable
+FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::bool[], $6::bool[]) AS f(id, err, delay_ms, may_die, unroutable)
 WHERE o.id = f.id AND o.published_at IS NULL AND o.dead_at IS NULL
 RETURNING o.id, o.event_id::text, o.event_type, coalesce(o.dedupe_key, ''), o.attempts, o.dead_at IS NOT NULL`
 
@@ -194,10 +202,11 @@ func (r *RelayDB) markPublished(ctx context.Context, epoch int64, published []in
 func markFailed(ctx context.Context, tx pgx.Tx, failed []OutboxFailure, maxAttempts int) ([]OutboxAttempt, error) {
 	n := len(failed)
 	ids, errs, delays, mayDie := make([]int64, n), make([]string, n), make([]int64, n), make([]bool, n)
+	unroutable := make([]bool, n)
 	for i, f := range failed {
-		ids[i], errs[i], delays[i], mayDie[i] = f.ID, f.Error, f.RetryIn.Milliseconds(), f.MayDie
+		ids[i], errs[i], delays[i], mayDie[i], unroutable[i] = f.ID, f.Error, f.RetryIn.Milliseconds(), f.MayDie, f.Unroutable
 	}
-	rows, err := tx.Query(ctx, markFailedSQL, ids, errs, delays, mayDie, maxAttempts)
+	rows, err := tx.Query(ctx, markFailedSQL, ids, errs, delays, mayDie, maxAttempts, unroutable)
 	if err != nil {
 		return nil, fmt.Errorf("mark outbox failed: %w", err)
 	}
