@@ -78,7 +78,7 @@ ON CONFLICT (provider, webhook_id) DO NOTHING`
 // mail_resend_message_id_idx answers it for Resend.
 const mailsOfMessageSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
-    delivered_at IS NOT NULL, COALESCE(trace_context, '')
+    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email
 FROM mail WHERE provider = $1 AND provider_message_id = $2 AND $2 <> ''
 ORDER BY id FOR UPDATE`
 
@@ -89,13 +89,17 @@ type webhookMail struct {
 	id        int64
 	fb        Feedback
 	delivered bool
+	// to is the recipient the mail was sent to, as stored: a bounce or a
+	// complaint suppresses it too, whatever spelling the provider reports.
+	to string
 }
 
 // RecordWebhook records w in one transaction, once per (provider, id): a
 // webhook seen before is a Duplicate and changes nothing. Otherwise, by
 // w.Effect: a delivery sets delivered_at = w.At on each named mail that
 // has none and writes its EmailDelivered; a bounce or a complaint adds
-// every valid recipient to the suppression list and writes EmailBounced or
+// every valid recipient (those it names, and the stored recipient of each
+// mail it names) to the suppression list and writes EmailBounced or
 // EmailComplained for each named mail. Each event goes to the outbox in
 // the same transaction (published by the relay). A webhook that names no
 // mail still suppresses its recipients. An error return means nothing was
@@ -121,6 +125,9 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 			return err
 		}
 		res.Matched = len(mails)
+		for _, m := range mails {
+			w.Recipients = append(w.Recipients, m.to)
+		}
 		if res.Suppressed, err = suppressRecipients(ctx, tx, w); err != nil {
 			return err
 		}
@@ -147,7 +154,7 @@ func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, e
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhookMail, error) {
 		var m webhookMail
 		err := r.Scan(&m.id, &m.fb.DedupeKey, &m.fb.OrderID, &m.fb.Template, &m.fb.SourceEventID, &m.fb.Attempts,
-			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext)
+			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext, &m.to)
 		return m, err
 	})
 }

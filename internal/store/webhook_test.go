@@ -190,3 +190,24 @@ func TestClaimFlagsSuppressedRecipients(t *testing.T) {
 	}
 	require.Equal(t, map[string]bool{"1": true, "2": false, "3": false}, flags)
 }
+
+// A complaint suppresses the mail's own stored recipient, not only the
+// spelling the provider reports in data.to: a provider that lower-cases
+// the local part must not let the complainer be mailed again.
+func TestComplaintSuppressesTheStoredRecipient(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{})
+	ctx := testCtx(t)
+	sentByResend(t, st, "7", "Yuri@Example.COM", "em_7")
+	res, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "msg_c7", Type: "email.complained",
+		At: time.Now().UTC(), EmailID: "em_7", Effect: store.EffectComplained, Recipients: []string{"yuri@example.com"}, Reason: "spam"})
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{Matched: 1, Suppressed: 2, Events: []mailtype.EventType{mailtype.EmailComplained}}, res)
+	_, err = storetest.InsertPending(ctx, st, storetest.Mail{OrderID: "8", ToEmail: "Yuri@Example.COM"})
+	require.NoError(t, err)
+	got, err := st.ClaimMails(ctx, claimParams(1))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.True(t, got[0].Suppressed, "the stored spelling of the recipient is suppressed")
+}
