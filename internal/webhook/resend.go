@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -80,6 +82,11 @@ func parseResend(id string, body []byte) (store.Webhook, error) {
 	var ev resendEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
 		return store.Webhook{}, fmt.Errorf("body: %w", err)
+	}
+	if bytes.Contains(body, []byte(`\u0000`)) || !utf8.Valid(body) {
+		// PostgreSQL text holds neither: refused for good, not a 503 the
+		// provider would redeliver for days.
+		return store.Webhook{}, errors.New("body: a \\u0000 escape or invalid UTF-8, which the database cannot store")
 	}
 	if ev.Type == "" || len(ev.Type) > 64 {
 		return store.Webhook{}, errors.New("type: missing or longer than 64 bytes")

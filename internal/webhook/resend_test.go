@@ -59,6 +59,7 @@ func TestParseResend(t *testing.T) {
 		`{"type":"email.delivered","created_at":"yesterday","data":{"email_id":"e"}}`:                     `body: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`,
 		`{"type":"email.complained","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e","to":[]}}`: "data.to: no recipient",
 		`{"type":"email.complained","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e","to":7}}`:  "body: data.to: want an array of addresses",
+		`{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e\u0000"}}`:    `body: a \u0000 escape or invalid UTF-8, which the database cannot store`,
 	} {
 		_, err := parseResend("m", []byte(body))
 		require.EqualError(t, err, want, body)
