@@ -276,8 +276,11 @@ func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	obs := observe(t, b.names, "email.#")
 	b.insert(t, feedback("1", mailtype.EmailSent), feedback("2", mailtype.EmailSent), feedback("1", mailtype.EmailCancelTooLate))
 	stuck := b.outbox(t)[0]
-	b.sc.Exec(t, `UPDATE outbox SET routing_key = 'nobody.listens' WHERE id = $1`, stuck.ID)
-	r := b.newRelay(t, func(c *relay.Config) { c.UnroutableWindow = time.Nanosecond }) // MaxAttempts 3
+	// An exchange that does not exist: the broker closes the channel on
+	// that publish, a failure of the row itself (an unroutable row would
+	// hold nothing back at all: TestUnroutableRowDoesNotHoldBackItsOrder).
+	b.sc.Exec(t, `UPDATE outbox SET exchange = exchange || '.missing' WHERE id = $1`, stuck.ID)
+	r := b.newRelay(t, nil) // MaxAttempts 3
 	b.start(t, r)
 
 	require.Eventually(t, func() bool { return b.countPublished(t) == 2 }, 20*time.Second, 10*time.Millisecond)
@@ -285,8 +288,9 @@ func TestRelayDeadRowDoesNotHoldUpTheRest(t *testing.T) {
 	require.NotNil(t, rows[0].DeadAt)
 	require.Nil(t, rows[0].PublishedAt)
 	require.Equal(t, 3, rows[0].Attempts)
-	require.True(t, strings.HasPrefix(rows[0].LastError, "unroutable: "), rows[0].LastError)
-	require.Equal(t, 3.0, b.failures(t, mailtype.ReasonUnroutable))
+	require.True(t, strings.HasPrefix(rows[0].LastError, "broker: "), rows[0].LastError)
+	require.Contains(t, rows[0].LastError, "channel closed")
+	require.GreaterOrEqual(t, b.failures(t, mailtype.ReasonBroker), 3.0)
 	require.False(t, rows[2].PublishedAt.Before(*rows[0].DeadAt), "the row behind waited for the dead one")
 
 	got := obs.WaitFor(t, 2)
