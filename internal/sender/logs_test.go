@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,13 @@ func TestOneLinePerFinishedMail(t *testing.T) {
 			}
 			require.Equal(t, map[string]int{name + " sent": 2, "WARN failed": 1}, levels)
 			require.Empty(t, logs.records(t, "mail sent"), "no second line for the same outcome")
+			logs.mu.Lock()
+			for _, line := range strings.Split(logs.buf.String(), "\n") {
+				if strings.Contains(line, `"msg":"mail finished"`) {
+					require.Equal(t, 1, strings.Count(line, `"provider":`), "one provider key per line: %s", line)
+				}
+			}
+			logs.mu.Unlock()
 		})
 	}
 }

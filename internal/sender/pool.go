@@ -70,12 +70,16 @@ type Deps struct {
 // at most one accepted mail per worker is not yet recorded; a heartbeat renews the
 // leases of queued rows. Start, Stop and Wake are safe for concurrent use.
 type Pool struct {
-	cfg     Config
-	deps    Deps
-	log     *slog.Logger
-	metrics *Metrics
-	rules   rules
-	limiter *rate.Limiter // nil: no per-process rate limit
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+	// finishLog is log without the pool's provider attribute: the "mail
+	// finished" line names the provider that made the send (the fallback,
+	// after a failover), and a JSON line must not carry the key twice.
+	finishLog *slog.Logger
+	metrics   *Metrics
+	rules     rules
+	limiter   *rate.Limiter // nil: no per-process rate limit
 	// gates are the providers' shared states: the primary first, then the
 	// fallback if any.
 	gates []*gate
@@ -128,7 +132,7 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	base := p.log.With("component", "sender")
-	p.log = base.With("provider", deps.Provider.Name())
+	p.log, p.finishLog = base.With("provider", deps.Provider.Name()), base
 	if p.metrics == nil {
 		p.metrics = NewMetrics(nil)
 	}

@@ -104,7 +104,7 @@ func (p *Pool) renewAll() {
 // line of a mail that finished (logMailFinished).
 func (p *Pool) logFinished(j *job, v verdict, fin store.Finished) {
 	if fin.Status != mailtype.StatusPending {
-		logMailFinished(p.log, p.cfg.OutcomeLevel, fin, v.Record)
+		logMailFinished(p.finishLog, p.cfg.OutcomeLevel, fin, v.Record)
 		return
 	}
 	attrs := append(j.logAttrs(), "status", fin.Status)
