@@ -74,6 +74,8 @@ func TestAMQPSWithPrivateCAAndClientCertificate(t *testing.T) {
 	require.Equal(t, "m-tls", got.MessageID)
 	g.Close()
 	require.NoError(t, conn.Close())
+	require.Eventually(t, func() bool { return b.px.Open() == 0 }, 10*time.Second, 5*time.Millisecond,
+		"the proxy copied the last frames of the closed connection")
 	require.Equal(t, 1, b.px.Sessions())
 	require.Equal(t, []string{"mailsvc"}, b.px.Peers())
 	forwarded := b.px.Forwarded()

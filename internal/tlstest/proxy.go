@@ -61,6 +61,15 @@ func (p *Terminator) Refused() int { return int(p.refused.Load()) }
 // Forwarded returns how many bytes clients sent upstream, decrypted.
 func (p *Terminator) Forwarded() int64 { return p.forwarded.Load() }
 
+// Open returns how many proxied sessions are still open: a count of
+// Forwarded is final once it is 0 (a client's Close returns before the
+// proxy has copied its last frames).
+func (p *Terminator) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
+}
+
 // LastError is the error of the last failed handshake, nil if none failed.
 func (p *Terminator) LastError() error {
 	p.mu.Lock()
