@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	gomail "github.com/wneessen/go-mail"
 	gosmtp "github.com/wneessen/go-mail/smtp"
@@ -23,12 +24,16 @@ type session struct {
 	// raw is the TCP connection under client; closing it interrupts any
 	// phase, TLS included, which is how the caller's deadline is enforced.
 	raw net.Conn
+	// idleSince is when the connection's last transaction ended.
+	idleSince time.Time
 }
 
 // Send delivers m on the session's connection, dialing first when there
 // is none. A reused connection that turns out dead before the transaction
-// started (the NOOP check fails) is replaced once within the same call:
-// nothing was sent on it. After any failure the connection is dropped.
+// started is replaced once within the same call: nothing was sent on it.
+// That is a failed NOOP check (a connection idle for warmFor or more), or
+// MAIL FROM answered by no reply at all (a warm connection, not checked).
+// After any failure the connection is dropped.
 func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
 	msg, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
 	if err != nil {
@@ -36,11 +41,22 @@ func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, 
 	}
 	reused := s.client != nil
 	r, err := s.sendOnce(ctx, msg)
-	var se *gomail.SendError
-	if err != nil && reused && errors.As(err, &se) && se.Reason == gomail.ErrConnCheck && ctx.Err() == nil {
+	if err != nil && reused && deadBeforeTransaction(err) && ctx.Err() == nil {
 		r, err = s.sendOnce(ctx, msg)
 	}
 	return r, err
+}
+
+// deadBeforeTransaction reports whether err says the connection failed
+// before the transaction began: the NOOP check failed, or MAIL FROM got no
+// SMTP reply (a closed or reset connection; a reply code means the server
+// answered and refused).
+func deadBeforeTransaction(err error) bool {
+	var se *gomail.SendError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return se.Reason == gomail.ErrConnCheck || (se.Reason == gomail.ErrSMTPMailFrom && se.ErrorCode() == 0)
 }
 
 func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt, error) {
@@ -53,9 +69,14 @@ func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt
 		}
 	}
 	raw := s.raw
+	mailer := s.p.mailer
+	if !s.idleSince.IsZero() && time.Since(s.idleSince) < warmFor {
+		mailer = s.p.warm
+	}
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	err := s.p.mailer.SendWithSMTPClient(s.client, msg)
+	err := mailer.SendWithSMTPClient(s.client, msg)
 	cut := !stop()
+	s.idleSince = time.Now()
 	if err != nil || cut {
 		s.drop()
 	}
@@ -91,7 +112,7 @@ func (s *session) dial(ctx context.Context) error {
 		_ = raw.Close()
 		return dialError(ctx, mailtype.ReasonConnect, "set deadline", err)
 	}
-	s.client, s.raw = client, raw
+	s.client, s.raw, s.idleSince = client, raw, time.Now()
 	return nil
 }
 
@@ -213,7 +234,7 @@ func (s *session) drop() {
 	if s.raw != nil {
 		_ = s.raw.Close()
 	}
-	s.client, s.raw = nil, nil
+	s.client, s.raw, s.idleSince = nil, nil, time.Time{}
 }
 
 // Close says QUIT on an idle connection (best effort) and closes it.

@@ -66,11 +66,22 @@ type Config struct {
 
 // Provider sends mails over SMTP. Safe for concurrent use.
 type Provider struct {
-	cfg    Config
-	tls    *tls.Config
-	addr   string
-	mailer *gomail.Client
+	cfg  Config
+	tls  *tls.Config
+	addr string
+	// mailer checks a connection with NOOP before the transaction; warm
+	// does not, for a connection that finished a transaction less than
+	// warmFor ago. Neither says RSET after a delivered mail: a new MAIL
+	// may follow the end of mail data at once (RFC 5321, section 3.3).
+	mailer, warm *gomail.Client
 }
+
+// warmFor is how long after a finished transaction a connection is taken
+// to be alive without a NOOP: the two round trips NOOP and RSET were a
+// third of a mail's SMTP exchange on loopback. A connection that died
+// meanwhile fails at MAIL FROM, before any mail data, and the send is
+// retried once on a new connection (session.Send).
+const warmFor = time.Second
 
 // New checks cfg and returns a Provider; it does not connect.
 func New(cfg Config) (*Provider, error) {
@@ -101,12 +112,18 @@ func New(cfg Config) (*Provider, error) {
 	}
 	// The go-mail client only runs transactions on connections this
 	// package dials and secures itself (see dial); its own dialing is unused.
-	mailer, err := gomail.NewClient(cfg.Host, gomail.WithPort(cfg.Port), gomail.WithTimeout(cfg.PhaseTimeout),
-		gomail.WithTLSPolicy(gomail.NoTLS))
+	opts := []gomail.Option{gomail.WithPort(cfg.Port), gomail.WithTimeout(cfg.PhaseTimeout),
+		gomail.WithTLSPolicy(gomail.NoTLS), gomail.WithoutRset()}
+	mailer, err := gomail.NewClient(cfg.Host, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("smtp client: %w", err)
 	}
-	return &Provider{cfg: cfg, tls: tc, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)), mailer: mailer}, nil
+	warm, err := gomail.NewClient(cfg.Host, append(opts, gomail.WithoutNoop())...)
+	if err != nil {
+		return nil, fmt.Errorf("smtp client: %w", err)
+	}
+	return &Provider{cfg: cfg, tls: tc, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
+		mailer: mailer, warm: warm}, nil
 }
 
 // Name returns "smtp".

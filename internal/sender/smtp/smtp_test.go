@@ -336,3 +336,25 @@ func TestTroublesAndReroutes(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWarmConnectionThatDiedIsReplacedOnce: a connection that finished a
+// transaction a moment ago is used without NOOP; when it turns out closed
+// (MAIL FROM gets no reply), the mail goes on a new connection within the
+// same call, once, and a refusal by a live server is not retried.
+func TestWarmConnectionThatDiedIsReplacedOnce(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.New(t, smtptest.Options{})
+	s := newProvider(t, srv, smtp.TLSNone).NewSession()
+	defer s.Close()
+	require.NoError(t, send(t, s, "k:1", 5*time.Second))
+	srv.Inject(smtptest.Mail, smtptest.Drop())
+	require.NoError(t, send(t, s, "k:2", 5*time.Second), "a dead warm connection is replaced")
+	require.Equal(t, 2, srv.Count())
+	require.Equal(t, 3, srv.MailCommands(), "MAIL FROM: k:1, k:2 on the dead connection, k:2 again")
+
+	srv.Inject(smtptest.Mail, smtptest.Reply(451, "busy"))
+	err := send(t, s, "k:3", 5*time.Second)
+	require.Error(t, err, "a reply is the server's verdict, not a dead connection")
+	require.Equal(t, 4, srv.MailCommands())
+	require.Equal(t, 2, srv.Count())
+}
