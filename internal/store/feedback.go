@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -153,7 +152,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 }
 
 // insertFeedback writes f as an outbox row inside tx. The caller commits.
-func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error {
+func (s *Store) insertFeedback(ctx context.Context, tx dbtx, f Feedback) error {
 	r, err := outboxRowOf(f)
 	if err != nil {
 		return err
@@ -168,10 +167,22 @@ func (s *Store) insertFeedback(ctx context.Context, tx pgx.Tx, f Feedback) error
 // insertFeedbacks writes fs as outbox rows inside tx, in their order, with
 // one statement (insertOutboxManySQL) whatever their number. The caller
 // commits.
-func (s *Store) insertFeedbacks(ctx context.Context, tx pgx.Tx, fs []Feedback) error {
+func (s *Store) insertFeedbacks(ctx context.Context, tx dbtx, fs []Feedback) error {
 	if len(fs) == 0 {
 		return nil
 	}
+	args, err := s.outboxArgs(fs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, insertOutboxManySQL, args...); err != nil {
+		return fmt.Errorf("insert %d outbox rows: %w", len(fs), interpretError(err))
+	}
+	return nil
+}
+
+// outboxArgs are insertOutboxManySQL's arguments for fs.
+func (s *Store) outboxArgs(fs []Feedback) ([]any, error) {
 	n := len(fs)
 	// The ids go as text: in the simple_protocol query mode pgx cannot
 	// encode a []uuid.UUID.
@@ -181,14 +192,10 @@ func (s *Store) insertFeedbacks(ctx context.Context, tx pgx.Tx, fs []Feedback) e
 	for i, f := range fs {
 		r, err := outboxRowOf(f)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		ids[i], keys[i], types[i], orders[i], dedupe[i], payloads[i], created[i], traces[i] =
 			r.eventID.String(), r.routingKey, r.eventType, r.orderID, r.dedupeKey, r.payload, r.createdAt, r.traceContext
 	}
-	_, err := tx.Exec(ctx, insertOutboxManySQL, ids, s.eventsExchange, keys, types, orders, dedupe, payloads, created, traces)
-	if err != nil {
-		return fmt.Errorf("insert %d outbox rows: %w", n, interpretError(err))
-	}
-	return nil
+	return []any{ids, s.eventsExchange, keys, types, orders, dedupe, payloads, created, traces}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -83,6 +84,14 @@ type IngestResult struct {
 // querier is what a pool and a transaction share.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// dbtx is what statements inside a transaction run on: a pgx.Tx, or the
+// *pgx.Conn of a transaction begun in a pipelined batch (finishPipelined).
+type dbtx interface {
+	querier
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 // Ingest records items, in order, atomically: either every item is

@@ -68,7 +68,7 @@ ON CONFLICT DO NOTHING`
 // tombstone). It reports whether a pending notice was written. The notice
 // row, or the EmailFailed of one that could not be rendered, carries
 // traceContext (the writer's span; "" for none).
-func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation, traceContext string) (bool, error) {
+func (s *Store) insertNotice(ctx context.Context, tx dbtx, confirmation, traceContext string) (bool, error) {
 	if s.notices == nil {
 		return false, nil
 	}
@@ -97,7 +97,7 @@ func (s *Store) insertNotice(ctx context.Context, tx pgx.Tx, confirmation, trace
 
 // insertFailedNotice records a notice that could not be rendered as
 // failed (reason render) with its EmailFailed event.
-func (s *Store) insertFailedNotice(ctx context.Context, tx pgx.Tx, src NoticeSource, rerr error, traceContext string) error {
+func (s *Store) insertFailedNotice(ctx context.Context, tx dbtx, src NoticeSource, rerr error, traceContext string) error {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return fmt.Errorf("new event id: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -184,22 +185,9 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 	}
 	res := make([]AttemptResult, len(as))
 	var started []Started
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		fbs, notices, err := s.writeOutcomes(ctx, tx, as, res)
-		if err != nil {
-			return err
-		}
-		if err := s.insertFeedbacks(ctx, tx, fbs); err != nil {
-			return err
-		}
-		for _, n := range notices {
-			if _, err := s.insertNotice(ctx, tx, n.key, n.traceContext); err != nil {
-				return err
-			}
-		}
-		if len(starts) > 0 {
-			started, err = markStarted(ctx, tx, starts, lease)
-		}
+	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		var err error
+		started, err = s.finishPipelined(ctx, c.Conn(), as, res, starts, lease)
 		return err
 	})
 	if err != nil {
@@ -212,10 +200,24 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 // that was too late, and the trace context the notice carries.
 type notice struct{ key, traceContext string }
 
-// writeOutcomes runs the fenced updates of as in one statement, fills res
-// and returns the feedback events the terminal transitions need and the
-// mails that need a cancellation notice.
+// writeOutcomes runs finishManySQL for as inside tx and fills res; it
+// returns the feedback events and the notices the outcomes call for, for
+// the caller to write in the same transaction.
 func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, []notice, error) {
+	rows, err := tx.Query(ctx, finishManySQL, outcomeArgs(as)...)
+	if err != nil {
+		return nil, nil, err
+	}
+	got, err := scanFinished(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	fbs, notices := applyFinished(as, got, res)
+	return fbs, notices, nil
+}
+
+// outcomeArgs are finishManySQL's arguments for as.
+func outcomeArgs(as []Attempt) []any {
 	n := len(as)
 	ids, tokens := make([]int64, n), make([]int32, n)
 	ifCancel, status, provider, pmid, lastErr := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -240,15 +242,13 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			amb[i] = 1
 		}
 	}
-	rows, err := tx.Query(ctx, finishManySQL, ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr,
-		release, amb, late, settle, class)
-	if err != nil {
-		return nil, nil, err
-	}
-	got, err := scanFinished(rows)
-	if err != nil {
-		return nil, nil, err
-	}
+	return []any{ids, tokens, ifCancel, status, retryMS, provider, pmid, lastErr, release, amb, late, settle, class}
+}
+
+// applyFinished fills res from the rows finishManySQL returned (an attempt
+// without its row lost its lease) and returns the feedback events and
+// notices to write.
+func applyFinished(as []Attempt, got map[Fence]finishedRow, res []AttemptResult) ([]Feedback, []notice) {
 	var fbs []Feedback
 	var notices []notice
 	for i, a := range as {
@@ -284,7 +284,7 @@ func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res 
 			notices = append(notices, notice{key: fb.DedupeKey, traceContext: fb.TraceContext})
 		}
 	}
-	return fbs, notices, nil
+	return fbs, notices
 }
 
 // finishedRow is one row finishManySQL wrote.

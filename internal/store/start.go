@@ -50,15 +50,25 @@ func (s *Store) MarkStarted(ctx context.Context, fs []Fence, lease time.Duration
 
 // markStarted runs markStartedSQL for fs on q.
 func markStarted(ctx context.Context, q querier, fs []Fence, lease time.Duration) ([]Started, error) {
+	rows, err := q.Query(ctx, markStartedSQL, markArgs(fs, lease)...)
+	if err != nil {
+		return nil, err
+	}
+	return collectStarted(rows)
+}
+
+// markArgs are markStartedSQL's arguments for fs.
+func markArgs(fs []Fence, lease time.Duration) []any {
 	ids := make([]int64, len(fs))
 	tokens := make([]int32, len(fs))
 	for i, f := range fs {
 		ids[i], tokens[i] = f.ID, int32(f.Token)
 	}
-	rows, err := q.Query(ctx, markStartedSQL, ids, tokens, lease)
-	if err != nil {
-		return nil, err
-	}
+	return []any{ids, tokens, lease}
+}
+
+// collectStarted reads markStartedSQL's rows (and closes them).
+func collectStarted(rows pgx.Rows) ([]Started, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Started, error) {
 		var st Started
 		err := r.Scan(&st.ID, &st.Token, &st.Sends, &st.Ambiguous)

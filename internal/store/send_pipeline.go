@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// rollbackTimeout bounds the ROLLBACK after a failed pipelined transaction.
+const rollbackTimeout = 5 * time.Second
+
+// finishPipelined is FinishAndStart's transaction on c in two round trips
+// where pgx.BeginFunc took five (BEGIN, outcomes, outbox, marks, COMMIT):
+// BEGIN and the fenced outcome writes go in one pipelined batch; the
+// feedback events, which are built from the rows those writes returned,
+// the send-started marks and COMMIT go in the second. A cancellation
+// notice (rare: a cancel that came too late) takes its own round trips in
+// between. Within a batch the server skips every statement after a failed
+// one, so COMMIT never runs after an error; the transaction left open is
+// rolled back (or, when that fails too, the pool discards the connection,
+// which is still in a transaction). An error return means nothing was
+// committed, as with FinishAndStart.
+func (s *Store) finishPipelined(ctx context.Context, c *pgx.Conn, as []Attempt, res []AttemptResult,
+	starts []Fence, lease time.Duration) (started []Started, err error) {
+	defer func() {
+		if err != nil && c.PgConn().TxStatus() != 'I' && !c.IsClosed() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			_, _ = c.Exec(rctx, "ROLLBACK")
+		}
+	}()
+	got, err := beginAndFinish(ctx, c, as)
+	if err != nil {
+		return nil, err
+	}
+	fbs, notices := applyFinished(as, got, res)
+	for _, n := range notices {
+		if _, err := s.insertNotice(ctx, c, n.key, n.traceContext); err != nil {
+			return nil, err
+		}
+	}
+	b := &pgx.Batch{}
+	if len(fbs) > 0 {
+		args, err := s.outboxArgs(fbs)
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(insertOutboxManySQL, args...)
+	}
+	if len(starts) > 0 {
+		b.Queue(markStartedSQL, markArgs(starts, lease)...)
+	}
+	b.Queue("COMMIT")
+	br := c.SendBatch(ctx, b)
+	started, err = readOutboxMarksCommit(br, len(fbs) > 0, len(starts) > 0)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return started, err
+}
+
+// beginAndFinish sends BEGIN and finishManySQL for as in one batch and
+// returns the rows the writes returned, by fence.
+func beginAndFinish(ctx context.Context, c *pgx.Conn, as []Attempt) (got map[Fence]finishedRow, err error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(finishManySQL, outcomeArgs(as)...)
+	br := c.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	return scanFinished(rows)
+}
+
+// readOutboxMarksCommit reads the second batch's results in order: the
+// outbox insert (when queued), the marks (when queued), then COMMIT.
+func readOutboxMarksCommit(br pgx.BatchResults, outbox, marks bool) ([]Started, error) {
+	if outbox {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	var started []Started
+	if marks {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		if started, err = collectStarted(rows); err != nil {
+			return nil, err
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return nil, err
+	}
+	if tag.String() != "COMMIT" {
+		// A transaction that failed unseen answers COMMIT with ROLLBACK.
+		return nil, fmt.Errorf("commit answered %q: nothing was committed", tag.String())
+	}
+	return started, nil
+}
