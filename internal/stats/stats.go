@@ -31,6 +31,19 @@ type Source interface {
 	CompactStatusCounts(ctx context.Context) (int64, error)
 }
 
+// Analyzer is a Source that also keeps the planner statistics of its hot
+// tables fresh (*store.Store does: AnalyzeStale). The Collector calls it
+// every Options.AnalyzeInterval.
+type Analyzer interface {
+	// AnalyzeStale analyzes the tables whose statistics are stale and
+	// returns their names.
+	AnalyzeStale(ctx context.Context) ([]string, error)
+}
+
+// DefaultAnalyzeInterval is how often an Analyzer source is asked to
+// analyze stale tables: the check is one read of the statistics views.
+const DefaultAnalyzeInterval = time.Second
+
 // Metrics are the gauges this package owns.
 type Metrics struct {
 	Mails            *prometheus.GaugeVec
@@ -90,6 +103,9 @@ type Options struct {
 	Interval time.Duration
 	// Timeout bounds one refresh query; 0 means Interval.
 	Timeout time.Duration
+	// AnalyzeInterval is how often a Source that is an Analyzer analyzes
+	// its stale tables; 0 means DefaultAnalyzeInterval.
+	AnalyzeInterval time.Duration
 }
 
 // Collector refreshes Metrics from a Source every Interval. Start and Stop
@@ -103,6 +119,8 @@ type Collector struct {
 	// compactFailing is true while folding the counters fails, so that an
 	// episode logs once when it starts and once when it ends.
 	compactFailing atomic.Bool
+	// analyzeFailing is the same for AnalyzeStale.
+	analyzeFailing atomic.Bool
 
 	life lifecycle.Life
 }
@@ -114,6 +132,9 @@ func New(src Source, m *Metrics, log *slog.Logger, o Options) *Collector {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = o.Interval
+	}
+	if o.AnalyzeInterval <= 0 {
+		o.AnalyzeInterval = DefaultAnalyzeInterval
 	}
 	return &Collector{src: src, m: m, log: log.With("component", "stats"), opts: o}
 }
@@ -145,13 +166,40 @@ func (c *Collector) Err() error { return c.life.Err() }
 func (c *Collector) loop(ctx context.Context) {
 	t := time.NewTicker(c.opts.Interval)
 	defer t.Stop()
+	var analyze <-chan time.Time
+	if _, ok := c.src.(Analyzer); ok {
+		at := time.NewTicker(c.opts.AnalyzeInterval)
+		defer at.Stop()
+		analyze = at.C
+	}
+	c.Refresh(ctx)
 	for {
-		c.Refresh(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			c.Refresh(ctx)
+		case <-analyze:
+			c.analyze(ctx)
 		}
+	}
+}
+
+// analyze asks the source to analyze its stale tables; a failure is
+// logged when it starts and when it ends (plans stay as they were).
+func (c *Collector) analyze(ctx context.Context) {
+	actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	tables, err := c.src.(Analyzer).AnalyzeStale(actx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+	case err != nil && !c.analyzeFailing.Swap(true):
+		c.log.Warn("analyze stale tables: the planner keeps its old statistics", "error", err)
+	case err == nil && c.analyzeFailing.Swap(false):
+		c.log.Info("analyze stale tables works again")
+	}
+	if len(tables) > 0 {
+		c.log.Debug("analyzed stale tables", "tables", tables)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +186,58 @@ func TestFoldFailureLogsOnceAndTheGaugesGoOn(t *testing.T) {
 	c.Refresh(context.Background())
 	c.Refresh(context.Background())
 	require.Equal(t, 1, strings.Count(logs.String(), `"msg":"fold mail status counters works again"`))
+}
+
+// analyzingSource is a Source that is also an Analyzer; it counts the
+// calls and fails them while failing is set.
+type analyzingSource struct {
+	flakyFold
+	calls   atomic.Int64
+	failing atomic.Bool
+}
+
+func (a *analyzingSource) AnalyzeStale(context.Context) ([]string, error) {
+	a.calls.Add(1)
+	if a.failing.Load() {
+		return nil, errors.New("permission denied")
+	}
+	return []string{"mail"}, nil
+}
+
+// A source that can analyze is asked every AnalyzeInterval, apart from
+// the refreshes; a failing analyze is logged once per episode.
+func TestCollectorAnalyzesStaleTables(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	src := &analyzingSource{}
+	src.failing.Store(true)
+	c := stats.New(src, stats.NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(&logs, nil)),
+		stats.Options{Interval: time.Hour, AnalyzeInterval: 5 * time.Millisecond})
+	require.NoError(t, c.Start(context.Background()))
+	require.Eventually(t, func() bool { return src.calls.Load() >= 3 }, 10*time.Second, time.Millisecond)
+	src.failing.Store(false)
+	n := src.calls.Load()
+	require.Eventually(t, func() bool { return src.calls.Load() >= n+2 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, c.Stop(context.Background()))
+	require.Equal(t, 1, strings.Count(logs.String(), "analyze stale tables: the planner keeps its old statistics"))
+	require.Equal(t, 1, strings.Count(logs.String(), "analyze stale tables works again"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the collector's goroutine and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
