@@ -71,7 +71,7 @@ ui-check:
 # bench: the end-to-end benchmark first (mailsvc serve vs a raw baseline, table on stdout),
 # then each package's own benchmarks; go test runs benchmarks one package at a time.
 bench: services bin/mailpit
-	$(WITH_SERVICES) $(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'EndToEnd|Backlog' -benchtime 1x -timeout 20m ./e2e/
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:
