@@ -117,13 +117,13 @@ const (
 // rawEnv is c as the environment of the baseline's process.
 func (c rawConfig) rawEnv() []string {
 	kv := map[string]string{
-		"CHILD": "1", "DATABASE_URL": c.dbURL, "AMQP_URL": c.amqpURL, "QUEUE": c.queue, "SMTP_ADDR": c.smtpAddr,
+		"DATABASE_URL": c.dbURL, "AMQP_URL": c.amqpURL, "QUEUE": c.queue, "SMTP_ADDR": c.smtpAddr,
 		"WORKERS": strconv.Itoa(c.set.workers), "SEND_BATCH": strconv.Itoa(c.set.sendBatch),
 		"PREFETCH": strconv.Itoa(c.set.prefetch), "INGEST_BATCH": strconv.Itoa(c.set.ingestBatch),
 		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes),
 		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow),
 	}
-	var env []string
+	env := []string{rawChildEnv + "=1"}
 	for k, v := range kv {
 		env = append(env, rawPrefix+k+"="+v)
 	}

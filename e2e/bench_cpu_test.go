@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,27 +30,50 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
-// cpuUse is CPU time (user + system) by where it was spent.
+// cpuUse is CPU time (user + system) by where it was spent (which
+// processes: cpuSnapshot).
 type cpuUse struct {
-	postgres time.Duration // every process whose comm is postgres
-	rabbitmq time.Duration // beam.smp, erl_child_setup and epmd
+	postgres time.Duration // the PostgreSQL server, every process of it
+	rabbitmq time.Duration // the RabbitMQ server
 	pipeline time.Duration // the pipeline process alone
+	// postgresOwn is the part of postgres spent by the backends serving
+	// the pipeline process's connections: the rest is the server's
+	// background work, and anyone else's use of the same server.
+	postgresOwn time.Duration
 }
 
+// total is the whole pipeline's CPU: PostgreSQL + RabbitMQ + the pipeline
+// process (postgresOwn is a part of postgres).
 func (c cpuUse) total() time.Duration { return c.postgres + c.rabbitmq + c.pipeline }
 
 func (c cpuUse) add(o cpuUse) cpuUse {
-	return cpuUse{c.postgres + o.postgres, c.rabbitmq + o.rabbitmq, c.pipeline + o.pipeline}
-}
-
-func (c cpuUse) sub(o cpuUse) cpuUse {
-	return cpuUse{c.postgres - o.postgres, c.rabbitmq - o.rabbitmq, c.pipeline - o.pipeline}
+	return cpuUse{c.postgres + o.postgres, c.rabbitmq + o.rabbitmq, c.pipeline + o.pipeline, c.postgresOwn + o.postgresOwn}
 }
 
 // div divides every part by n (CPU per mail with n mails).
 func (c cpuUse) div(n int) cpuUse {
 	d := time.Duration(n)
-	return cpuUse{c.postgres / d, c.rabbitmq / d, c.pipeline / d}
+	return cpuUse{c.postgres / d, c.rabbitmq / d, c.pipeline / d, c.postgresOwn / d}
+}
+
+// cpuSample is the CPU time used up to one moment (cpuSnapshot).
+type cpuSample struct {
+	postgres, rabbitmq, pipeline int64 // clock ticks
+	// backends are the ticks of each backend (by pid) that served a
+	// connection of the pipeline process then.
+	backends map[int]int64
+}
+
+// since returns the CPU time spent from a to s. A backend of the pipeline
+// found in s and not in a was started in between: all of its time counts.
+func (s cpuSample) since(a cpuSample) cpuUse {
+	tick := clockTick()
+	var own int64
+	for pid, t := range s.backends {
+		own += t - a.backends[pid]
+	}
+	return cpuUse{postgres: time.Duration(s.postgres-a.postgres) * tick, rabbitmq: time.Duration(s.rabbitmq-a.rabbitmq) * tick,
+		pipeline: time.Duration(s.pipeline-a.pipeline) * tick, postgresOwn: time.Duration(own) * tick}
 }
 
 // procStat is what cpuSnapshot reads of /proc/<pid>/stat; times are in
@@ -184,8 +208,12 @@ func listenerPID(port string) (int, error) {
 
 // cpuSnapshot reads the CPU time used so far by PostgreSQL, RabbitMQ (which
 // processes: findServers) and the process pid (0: none). The difference of
-// two snapshots is the CPU spent between them:
+// two snapshots (since) is the CPU spent between them:
 //   - pid: its utime + stime (all of its threads).
+//   - pid's own PostgreSQL backends: the utime + stime of each child of the
+//     postmaster whose process title names, as its client, the local port
+//     of a TCP socket of pid (none over a Unix socket, or without a
+//     postmaster found). One that exits in the window is missed.
 //   - PostgreSQL and RabbitMQ: the sum, over every live process of the
 //     server, of utime + stime + cutime + cstime. A child's time enters its
 //     parent's cutime + cstime when the parent reaps it, and the child
@@ -199,8 +227,9 @@ func listenerPID(port string) (int, error) {
 // not at all; snapshots are taken while the pipeline is idle (ready, or
 // settled), when no backend comes or goes. Everything the servers do is
 // counted, so other users of the same servers add to the figures (the
-// idle window of BenchmarkEndToEnd shows how much).
-func cpuSnapshot(t testing.TB, pid int) cpuUse {
+// idle window of BenchmarkEndToEnd, and postgres - postgresOwn, show how
+// much).
+func cpuSnapshot(t testing.TB, pid int) cpuSample {
 	t.Helper()
 	sp := findServers()
 	dirs, err := os.ReadDir("/proc")
@@ -250,20 +279,62 @@ func cpuSnapshot(t testing.TB, pid int) cpuUse {
 		}
 		return sum
 	}
-	var pipeline int64
-	if pid != 0 {
-		st, ok := stats[pid]
-		if !ok {
-			t.Fatalf("pipeline process %d is not in /proc", pid)
+	sample := cpuSample{
+		postgres: server(sp.postmaster, postgresComms, nil),
+		rabbitmq: server(sp.beam, rabbitmqComms, []string{"epmd"}),
+		backends: map[int]int64{},
+	}
+	if pid == 0 {
+		return sample
+	}
+	st, ok := stats[pid]
+	if !ok {
+		t.Fatalf("pipeline process %d is not in /proc", pid)
+	}
+	sample.pipeline = st.utime + st.stime
+	if sp.postmaster == 0 {
+		return sample
+	}
+	ports := tcpPorts(pid)
+	for _, b := range children[sp.postmaster] {
+		// The title is "postgres: <cluster>: <user> <db> <host>(<port>) <state>".
+		title, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", b))
+		if m := clientPort.FindSubmatch(title); m != nil && ports[string(m[1])] {
+			sample.backends[b] = all(stats[b])
 		}
-		pipeline = st.utime + st.stime
 	}
-	tick := clockTick()
-	return cpuUse{
-		postgres: time.Duration(server(sp.postmaster, postgresComms, nil)) * tick,
-		rabbitmq: time.Duration(server(sp.beam, rabbitmqComms, []string{"epmd"})) * tick,
-		pipeline: time.Duration(pipeline) * tick,
+	return sample
+}
+
+// clientPort finds a backend's client port in its process title.
+var clientPort = regexp.MustCompile(`\((\d+)\)`)
+
+// tcpPorts returns the local ports (decimal) of pid's TCP sockets.
+func tcpPorts(pid int) map[string]bool {
+	inodes := map[string]bool{}
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	fds, _ := os.ReadDir(dir)
+	for _, fd := range fds {
+		if l, _ := os.Readlink(filepath.Join(dir, fd.Name())); strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
 	}
+	ports := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		data, _ := os.ReadFile(f)
+		for line := range strings.Lines(string(data)) {
+			// sl local_address(ip:port, hex) rem_address st ... inode(10)
+			cols := strings.Fields(line)
+			if len(cols) < 10 || !inodes[cols[9]] {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(cols[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil {
+				ports[strconv.FormatUint(p, 10)] = true
+			}
+		}
+	}
+	return ports
 }
 
 // clockTick is the unit of /proc's CPU times: 1 s / sysconf(_SC_CLK_TCK).
