@@ -68,10 +68,11 @@ run: bin/mailsvc bin/mailpit
 ui-check:
 	scripts/ui-check.sh
 
-# bench: the end-to-end benchmark first (mailsvc serve vs a raw baseline, table on stdout),
+# bench: the end-to-end benchmarks first (mailsvc serve vs a raw baseline, then serve draining a
+# backlog; tables on stdout),
 # then each package's own benchmarks; go test runs benchmarks one package at a time.
 bench: services bin/mailpit
-	$(WITH_SERVICES) $(GO) test -run '^$$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'EndToEnd|Backlog' -benchtime 1x -timeout 30m ./e2e/
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:

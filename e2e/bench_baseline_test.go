@@ -2,18 +2,27 @@ package e2e
 
 // The raw baseline of BenchmarkEndToEnd: the least work that still takes an
 // event from the broker to an SMTP server through PostgreSQL, built here in
-// the test program. It is a yardstick, not a design: it validates nothing,
+// the test program and run in a child process of it (runRawChild). It is a yardstick, not a design: it validates nothing,
 // renders no template (a one-line subject and body, plus set.padBytes of
 // filler in each body when set), writes no feedback
 // event and publishes nothing. SQL in test code is acceptable here for that
 // reason only; mailsvc's own SQL lives in internal/store.
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +58,9 @@ WHERE id = ANY (ARRAY(SELECT id FROM mail WHERE status = 'pending' AND NOT cance
 RETURNING id, dedupe_key, to_email, subject, body_text, body_html`
 	// rawMarkSQL: one UPDATE per claimed batch once its mails were sent.
 	rawMarkSQL = `UPDATE mail SET status = 'sent', sent_at = now(), updated_at = now() WHERE id = ANY($1)`
+	// rawMarkRowSQL: with markPerRow, one UPDATE per mail right after its
+	// send, as a sender that records each delivery on its own would do.
+	rawMarkRowSQL = `UPDATE mail SET status = 'sent', sent_at = now(), updated_at = now() WHERE id = $1`
 )
 
 // rawEvent is the part of an event the baseline reads.
@@ -69,19 +81,223 @@ type rawRow struct {
 
 // rawPipeline is the running baseline: one ingest loop (consume, insert,
 // multiple ack after the commit) and set.workers send loops (claim, send
-// on their own go-mail connection, mark), woken by the ingest loop.
+// on their own go-mail connection, mark), woken by the ingest loop. It runs
+// in a process of its own (runRawChild), so that its CPU can be measured
+// apart from the publisher and the SMTP server of the test process.
 type rawPipeline struct {
-	b      *testing.B
 	set    benchSettings
 	pool   *pgxpool.Pool
-	srv    *smtptest.Server
+	conn   *amqp.Connection
+	ch     *amqp.Channel
 	wake   []chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	errOnce sync.Once
+	// failed is closed by the first error of a loop, which err then holds.
+	failed chan struct{}
+	err    error
 }
 
-// startBaseline declares a quorum queue bound to a fresh input exchange
-// and starts the raw pipeline on a fresh schema.
+// rawConfig is what the baseline's process is told through its
+// environment (rawEnv): where the servers are and the settings.
+type rawConfig struct {
+	set             benchSettings
+	dbURL, amqpURL  string
+	queue, smtpAddr string
+}
+
+// Environment of the baseline's process: MAILSVC_BENCH_RAW_CHILD selects it
+// in TestMain, the others are its rawConfig.
+const (
+	rawChildEnv = "MAILSVC_BENCH_RAW_CHILD"
+	rawPrefix   = "MAILSVC_BENCH_RAW_"
+)
+
+// rawEnv is c as the environment of the baseline's process.
+func (c rawConfig) rawEnv() []string {
+	kv := map[string]string{
+		"DATABASE_URL": c.dbURL, "AMQP_URL": c.amqpURL, "QUEUE": c.queue, "SMTP_ADDR": c.smtpAddr,
+		"WORKERS": strconv.Itoa(c.set.workers), "SEND_BATCH": strconv.Itoa(c.set.sendBatch),
+		"PREFETCH": strconv.Itoa(c.set.prefetch), "INGEST_BATCH": strconv.Itoa(c.set.ingestBatch),
+		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes),
+		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow),
+	}
+	env := []string{rawChildEnv + "=1"}
+	for k, v := range kv {
+		env = append(env, rawPrefix+k+"="+v)
+	}
+	return env
+}
+
+// rawConfigFromEnv reads what rawEnv wrote; an absent or malformed value
+// is an error.
+func rawConfigFromEnv() (rawConfig, error) {
+	var errs []error
+	str := func(k string) string {
+		v, ok := os.LookupEnv(rawPrefix + k)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%s%s is not set", rawPrefix, k))
+		}
+		return v
+	}
+	num := func(k string) int {
+		n, err := strconv.Atoi(str(k))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%s: %w", rawPrefix, k, err))
+		}
+		return n
+	}
+	c := rawConfig{dbURL: str("DATABASE_URL"), amqpURL: str("AMQP_URL"), queue: str("QUEUE"), smtpAddr: str("SMTP_ADDR")}
+	c.set = benchSettings{name: "raw", workers: num("WORKERS"), sendBatch: num("SEND_BATCH"), prefetch: num("PREFETCH"),
+		ingestBatch: num("INGEST_BATCH"), padBytes: num("PAD_BYTES")}
+	var err error
+	if c.set.poll, err = time.ParseDuration(str("POLL")); err != nil {
+		errs = append(errs, fmt.Errorf("%sPOLL: %w", rawPrefix, err))
+	}
+	if c.set.markPerRow, err = strconv.ParseBool(str("MARK_PER_ROW")); err != nil {
+		errs = append(errs, fmt.Errorf("%sMARK_PER_ROW: %w", rawPrefix, err))
+	}
+	return c, errors.Join(errs...)
+}
+
+// runRawChild is the baseline's process (TestMain runs it instead of the
+// tests when MAILSVC_BENCH_RAW_CHILD is set): it starts the pipeline,
+// writes "ready" on stdout once it consumes and every SMTP connection is
+// open, and runs until SIGTERM. It returns the exit code: 0 after SIGTERM
+// with no error, 1 with the first error on stderr, as soon as one happens.
+func runRawChild() int {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	c, err := rawConfigFromEnv()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "raw baseline:", err)
+		return 1
+	}
+	r, err := startRaw(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "raw baseline:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	select {
+	case <-term:
+	case <-r.failed:
+	}
+	if err := r.stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "raw baseline:", err)
+		return 1
+	}
+	return 0
+}
+
+// startRaw connects to the servers, consumes c.queue (declared by the
+// parent) and starts the loops. It returns once every SMTP connection is
+// open, or the first error.
+func startRaw(c rawConfig) (_ *rawPipeline, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &rawPipeline{set: c.set, cancel: cancel, failed: make(chan struct{})}
+	var clients []*gomail.Client
+	defer func() {
+		if err != nil {
+			for _, cl := range clients {
+				_ = cl.Close()
+			}
+			r.close()
+		}
+	}()
+	pcfg, err := pgxpool.ParseConfig(c.dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("database URL: %w", err)
+	}
+	pcfg.MaxConns = int32(c.set.workers + 2)
+	if r.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if r.conn, err = amqp.Dial(c.amqpURL); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if r.ch, err = r.conn.Channel(); err != nil {
+		return nil, fmt.Errorf("broker channel: %w", err)
+	}
+	if err := r.ch.Qos(c.set.prefetch, 0, false); err != nil {
+		return nil, fmt.Errorf("qos: %w", err)
+	}
+	host, port, err := net.SplitHostPort(c.smtpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("SMTP address: %w", err)
+	}
+	portNum, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("SMTP port: %w", err)
+	}
+	for range c.set.workers {
+		cl, err := gomail.NewClient(host, gomail.WithPort(portNum), gomail.WithTLSPolicy(gomail.NoTLS), gomail.WithHELO("bench.local"))
+		if err == nil {
+			err = cl.DialWithContext(ctx)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("SMTP: %w", err)
+		}
+		clients = append(clients, cl)
+	}
+	deliveries, err := r.ch.Consume(c.queue, "", false, false, false, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", c.queue, err)
+	}
+	for _, cl := range clients {
+		w := make(chan struct{}, 1)
+		r.wake = append(r.wake, w)
+		r.wg.Go(func() { r.sendLoop(ctx, cl, w) })
+	}
+	// amqp091's deliveries channel is unbuffered: a buffered copy lets the
+	// ingest loop see what already arrived and batch it.
+	in := make(chan amqp.Delivery, c.set.prefetch)
+	r.wg.Go(func() {
+		defer close(in)
+		for d := range deliveries {
+			in <- d
+		}
+	})
+	r.wg.Go(func() { r.ingest(ctx, in) })
+	return r, nil
+}
+
+// fail records err if it is the first error (and ctx is not done: a
+// statement cut short by stop is no failure).
+func (r *rawPipeline) fail(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	r.errOnce.Do(func() { r.err = err; close(r.failed) })
+}
+
+// stop ends the loops and the connections and returns the first error a
+// loop had, if any.
+func (r *rawPipeline) stop() error {
+	r.cancel()
+	_ = r.ch.Close() // ends the deliveries channel
+	r.wg.Wait()
+	r.close()
+	return r.err
+}
+
+// close closes the pool and the broker connection, whichever is open.
+func (r *rawPipeline) close() {
+	r.cancel()
+	if r.pool != nil {
+		r.pool.Close()
+	}
+	if r.conn != nil {
+		_ = r.conn.Close()
+	}
+}
+
+// startBaseline declares a quorum queue bound to a fresh input exchange,
+// creates a fresh schema and starts the raw pipeline in a process of its
+// own: the test binary again, with MAILSVC_BENCH_RAW_CHILD set. It returns
+// once that process said it is ready; stop sends it SIGTERM and fails the
+// benchmark if it exits non-zero (its stderr has the error).
 func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	srv := smtptest.New(b, smtptest.Options{Discard: discard})
 	sc := storetest.New(b)
@@ -93,52 +309,70 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	_, err = ch.QueueDeclare(names.Queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 	require.NoError(b, err)
 	require.NoError(b, ch.QueueBind(names.Queue, "order.confirmed", names.InputExchange, false, nil))
-	require.NoError(b, ch.Qos(set.prefetch, 0, false))
-	deliveries, err := ch.Consume(names.Queue, "", false, false, false, false, nil)
-	require.NoError(b, err)
+	require.NoError(b, conn.Close())
 
-	ctx, cancel := context.WithCancel(context.Background())
-	pcfg, err := pgxpool.ParseConfig(sc.URL)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), rawConfig{set: set, dbURL: sc.URL, amqpURL: brokertest.URL(), queue: names.Queue,
+		smtpAddr: srv.Addr}.rawEnv()...)
+	logs := &syncBuffer{}
+	cmd.Stderr = logs
+	// A pipe of our own, not StdoutPipe: Wait does not close it, so the
+	// "ready" line is read even if the process exits right after it.
+	stdout, w, err := os.Pipe()
 	require.NoError(b, err)
-	pcfg.MaxConns = int32(set.workers + 2)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	require.NoError(b, err)
-	r := &rawPipeline{b: b, set: set, pool: pool, srv: srv, cancel: cancel}
-	for range set.workers {
-		w := make(chan struct{}, 1)
-		r.wake = append(r.wake, w)
-		r.wg.Go(func() { r.sendLoop(ctx, w) })
+	cmd.Stdout = w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = stdout.Close()
 	}
-	// amqp091's deliveries channel is unbuffered: a buffered copy lets the
-	// ingest loop see what already arrived and batch it.
-	in := make(chan amqp.Delivery, set.prefetch)
-	r.wg.Go(func() {
-		defer close(in)
-		for d := range deliveries {
-			in <- d
-		}
+	require.NoError(b, err)
+	ready := make(chan bool, 1)
+	go func() {
+		defer stdout.Close()
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		ready <- line == "ready\n"
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
 	})
-	r.wg.Go(func() { r.ingest(ctx, ch, in) })
-	return &system{names: names, smtp: srv,
+	select {
+	case ok := <-ready:
+		if !ok {
+			<-done
+			b.Fatalf("raw baseline exited at start (%v):\n%s", cmd.ProcessState, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		b.Fatalf("raw baseline not ready within 30 s:\n%s", logs.String())
+	}
+	return &system{names: names, smtp: srv, pid: cmd.Process.Pid, done: done, logs: logs.String,
 		settle: func(b *testing.B, n int) {
 			require.Eventually(b, func() bool {
 				return sc.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent'`) == int64(n)
 			}, time.Minute, 10*time.Millisecond, "baseline rows sent")
 			require.Equal(b, n, srv.Count(), "SMTP deliveries")
 		},
-		stop: func(*testing.B) {
-			cancel()
-			_ = ch.Close() // ends the deliveries channel
-			r.wg.Wait()
-			pool.Close()
-			_ = conn.Close()
+		stop: func(b *testing.B) {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				b.Fatalf("raw baseline did not stop within 30 s after SIGTERM:\n%s", logs.String())
+			}
+			if !cmd.ProcessState.Success() {
+				b.Fatalf("raw baseline: %v:\n%s", cmd.ProcessState, logs.String())
+			}
 		},
 	}
 }
 
 // ingest takes a delivery, adds whatever else is already buffered up to
 // set.ingestBatch, inserts them in one statement and acks them all.
-func (r *rawPipeline) ingest(ctx context.Context, ch *amqp.Channel, in <-chan amqp.Delivery) {
+func (r *rawPipeline) ingest(ctx context.Context, in <-chan amqp.Delivery) {
 	for d := range in {
 		batch := []amqp.Delivery{d}
 	fill:
@@ -154,13 +388,11 @@ func (r *rawPipeline) ingest(ctx context.Context, ch *amqp.Channel, in <-chan am
 			}
 		}
 		if err := r.insert(ctx, batch); err != nil {
-			if ctx.Err() == nil {
-				r.b.Error(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
-		if err := ch.Ack(batch[len(batch)-1].DeliveryTag, true); err != nil {
-			r.b.Error(err)
+		if err := r.ch.Ack(batch[len(batch)-1].DeliveryTag, true); err != nil {
+			r.fail(ctx, fmt.Errorf("ack: %w", err))
 			return
 		}
 		for _, w := range r.wake {
@@ -193,25 +425,15 @@ func (r *rawPipeline) insert(ctx context.Context, batch []amqp.Delivery) error {
 	return nil
 }
 
-// sendLoop claims up to set.sendBatch rows, sends them on one go-mail
-// connection and marks them sent; with nothing due it waits for a wake-up
-// or set.poll.
-func (r *rawPipeline) sendLoop(ctx context.Context, wake <-chan struct{}) {
-	c, err := gomail.NewClient(r.srv.Host, gomail.WithPort(r.srv.Port), gomail.WithTLSPolicy(gomail.NoTLS), gomail.WithHELO("bench.local"))
-	if err == nil {
-		err = c.DialWithContext(ctx)
-	}
-	if err != nil {
-		r.b.Error(err)
-		return
-	}
+// sendLoop claims up to set.sendBatch rows, sends them on its go-mail
+// connection c and marks them sent; with nothing due it waits for a
+// wake-up or set.poll. It closes c when it returns.
+func (r *rawPipeline) sendLoop(ctx context.Context, c *gomail.Client, wake <-chan struct{}) {
 	defer func() { _ = c.Close() }()
 	for ctx.Err() == nil {
 		rows, err := r.claim(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				r.b.Error(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		if len(rows) == 0 {
@@ -223,9 +445,7 @@ func (r *rawPipeline) sendLoop(ctx context.Context, wake <-chan struct{}) {
 			continue
 		}
 		if err := r.sendAndMark(ctx, c, rows); err != nil {
-			if ctx.Err() == nil {
-				r.b.Error(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 	}
@@ -248,6 +468,9 @@ func (r *rawPipeline) claim(ctx context.Context) ([]rawRow, error) {
 	return rows, rs.Err()
 }
 
+// sendAndMark sends the rows in order and marks them sent: each right
+// after its send with set.markPerRow, else all in one statement after the
+// last send.
 func (r *rawPipeline) sendAndMark(ctx context.Context, c *gomail.Client, rows []rawRow) error {
 	ids := make([]int64, len(rows))
 	for i, w := range rows {
@@ -259,6 +482,14 @@ func (r *rawPipeline) sendAndMark(ctx context.Context, c *gomail.Client, rows []
 			return fmt.Errorf("send raw mail %s: %w", w.key, err)
 		}
 		ids[i] = w.id
+		if r.set.markPerRow {
+			if _, err := r.pool.Exec(ctx, rawMarkRowSQL, w.id); err != nil {
+				return fmt.Errorf("mark raw mail %s sent: %w", w.key, err)
+			}
+		}
+	}
+	if r.set.markPerRow {
+		return nil
 	}
 	if _, err := r.pool.Exec(ctx, rawMarkSQL, ids); err != nil {
 		return fmt.Errorf("mark raw mails sent: %w", err)

@@ -45,11 +45,18 @@ type benchSettings struct {
 	// padBytes is baseline only: filler added to each body, so that its
 	// mails are as large as mailsvc's rendered ones.
 	padBytes int
+	// markPerRow is baseline only: one UPDATE per sent mail instead of
+	// one per claimed batch.
+	markPerRow bool
 }
 
 var (
 	// defaultSettings are internal/config/defaults.go's values.
 	defaultSettings = benchSettings{name: "defaults", workers: 8, sendBatch: 10, prefetch: 200, ingestBatch: 100, poll: time.Second}
+	// markPerRowSettings are defaultSettings for a baseline that marks
+	// each mail sent on its own.
+	markPerRowSettings = benchSettings{name: "defaults-mark-per-row", workers: 8, sendBatch: 10, prefetch: 200, ingestBatch: 100,
+		poll: time.Second, markPerRow: true}
 	// tunedSettings are the best measured here (README "Benchmarks"):
 	// claims of 50 rows and ingest transactions of 250 events cut the
 	// database round trips per mail.
@@ -80,68 +87,104 @@ func (s benchSettings) env() map[string]string {
 }
 
 // system is one pipeline under test (mailsvc or the raw baseline), running
-// on its own queue, schema and SMTP server.
+// in a process of its own on its own queue, schema and SMTP server.
 type system struct {
 	names *brokertest.Names
 	smtp  *smtptest.Server
+	pid   int             // the pipeline process
+	done  <-chan struct{} // closed once that process exited
+	logs  func() string   // its output so far
 	// settle waits until every one of n mails is recorded as sent and
-	// asserts exact counts; stop then ends the pipeline.
+	// asserts exact counts; stop then ends the pipeline (SIGTERM) and
+	// fails the benchmark if it did not exit cleanly.
 	settle func(b *testing.B, n int)
 	stop   func(b *testing.B)
-	// cpu is the mailsvc process's CPU time over its whole life, set by
-	// stop (0 for the baseline, which runs inside the test process).
-	cpu time.Duration
 }
 
 // starter starts a system; discard selects a discarding SMTP server.
 type starter func(b *testing.B, set benchSettings, discard bool) *system
 
-// benchResult is one system's figures.
+// benchResult is one system's figures; a ratio is 0 when not measured.
 type benchResult struct {
 	name        string
-	mailsPerSec float64
-	ratio       float64 // mailsPerSec / the baseline's with the same settings
+	mailsPerSec float64 // the best of benchRepeats full-speed runs
+	ratio       float64 // mailsPerSec / the (mark-per-batch) baseline's with the same settings
 	ratioBig    float64 // mailsPerSec / the big-mail baseline's
-	cpuPerMail  time.Duration
+	// cpuFull (the mean of the full-speed runs) and cpuPaced (the run at
+	// benchRate) are whole-pipeline CPU per mail.
+	cpuFull, cpuPaced cpuUse
+	// cpuRatioFull and cpuRatioPaced are cpuFull.total() and
+	// cpuPaced.total() over the same baseline's.
+	cpuRatioFull, cpuRatioPaced float64
 	latency
 }
 
-// BenchmarkEndToEnd measures, in one invocation, the raw baseline and
-// mailsvc (a real `mailsvc serve` process) with the default and the tuned
-// settings, and the baseline with mails as large as mailsvc's: events
+// BenchmarkEndToEnd measures, in one invocation, the raw baseline (marking
+// mails sent per batch, with the default, the tuned and the big-mail
+// settings, and per row with the defaults) and mailsvc (a real `mailsvc
+// serve` process) with the default and the tuned settings: events
 // published to the real broker until the SMTP server on loopback accepted
 // the mails. Each system does benchRepeats full-speed runs of benchMails
 // events (the best mails/s counts) and a run paced at benchRate events/s
 // for benchSeconds (latency from publish to SMTP acceptance, p50 and p99),
-// each on a fresh queue, schema and SMTP server. b.N is ignored: one
-// invocation takes about 1.5 minutes. Run it with
+// each on a fresh queue, schema, SMTP server and pipeline process.
+//
+// Every run also measures the whole pipeline's CPU per mail: the pipeline
+// process (mailsvc serve, or the baseline's child process) plus PostgreSQL
+// plus RabbitMQ, from /proc (cpuSnapshot), between a snapshot taken once
+// the system is ready, before the first publish, and one taken once every
+// mail is recorded sent (the counts checked), before the stop. The test
+// process, which publishes and runs the SMTP server, is not counted; the
+// part of PostgreSQL's in the pipeline's own backends is shown too. The
+// full-speed figure is the mean of the runs. Before the runs, a window with
+// no pipeline shows what the servers spend with nothing to do (other users
+// of them included). b.N is ignored: one invocation takes about 2.5 minutes.
+// Run it with
 //
 //	go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
 func BenchmarkEndToEnd(b *testing.B) {
+	idle := measureIdle(b, idleWindow)
 	var results []benchResult
-	rate := map[string]float64{} // mails/s by run name
+	byName := map[string]benchResult{}
 	run := func(start starter, set benchSettings, system, baseline, bigBaseline string) {
 		name := system + "/" + set.name
 		b.Run(name, func(b *testing.B) {
 			r := runSystem(b, name, start, set)
-			rate[name] = r.mailsPerSec
-			if rate[baseline] > 0 {
-				r.ratio = r.mailsPerSec / rate[baseline]
+			if base, ok := byName[baseline]; ok {
+				r.ratio = r.mailsPerSec / base.mailsPerSec
+				r.cpuRatioFull = float64(r.cpuFull.total()) / float64(base.cpuFull.total())
+				r.cpuRatioPaced = float64(r.cpuPaced.total()) / float64(base.cpuPaced.total())
 			}
-			if rate[bigBaseline] > 0 {
-				r.ratioBig = r.mailsPerSec / rate[bigBaseline]
+			if big, ok := byName[bigBaseline]; ok {
+				r.ratioBig = r.mailsPerSec / big.mailsPerSec
 			}
 			reportResult(b, r)
+			byName[name] = r
 			results = append(results, r)
 		})
 	}
 	run(startBaseline, defaultSettings, "baseline", "", "")
+	run(startBaseline, markPerRowSettings, "baseline", "baseline/defaults", "")
 	run(startMailsvc, defaultSettings, "mailsvc", "baseline/defaults", "")
 	run(startBaseline, tunedSettings, "baseline", "", "")
 	run(startBaseline, bigMailSettings, "baseline", "", "")
 	run(startMailsvc, tunedSettings, "mailsvc", "baseline/tuned", "baseline/tuned-big-mails")
 	// A parent benchmark's b.Log shows only with -v: print the table.
-	fmt.Println(benchTable(results))
+	fmt.Println(benchTable(results, idle))
+}
+
+// idleWindow is how long measureIdle watches the servers.
+const idleWindow = 3 * time.Second
+
+// measureIdle returns the CPU PostgreSQL and RabbitMQ spend per second over
+// a window of d with no pipeline of this benchmark running.
+func measureIdle(b *testing.B, d time.Duration) cpuUse {
+	before := cpuSnapshot(b, 0)
+	start := time.Now()
+	<-time.After(d) // a measuring window, not a wait for anything
+	used := cpuSnapshot(b, 0).since(before)
+	perSec := float64(time.Second) / float64(time.Since(start))
+	return cpuUse{postgres: time.Duration(float64(used.postgres) * perSec), rabbitmq: time.Duration(float64(used.rabbitmq) * perSec)}
 }
 
 // runSystem makes benchRepeats full-speed runs (best rate, mean CPU) and
@@ -150,13 +193,16 @@ func runSystem(b *testing.B, name string, start starter, set benchSettings) benc
 	r := benchResult{name: name}
 	for range benchRepeats {
 		sys := start(b, set, true)
-		r.mailsPerSec = max(r.mailsPerSec, measureThroughput(b, sys, benchMails))
+		rate, cpu := measureThroughput(b, sys, benchMails)
 		sys.stop(b)
-		r.cpuPerMail += sys.cpu / benchMails / benchRepeats
+		r.mailsPerSec = max(r.mailsPerSec, rate)
+		r.cpuFull = r.cpuFull.add(cpu.div(benchMails * benchRepeats))
 	}
 	sys := start(b, set, false)
-	r.latency = measureLatency(b, sys, benchRate, benchSeconds)
+	var cpu cpuUse
+	r.latency, cpu = measureLatency(b, sys, benchRate, benchSeconds)
 	sys.stop(b)
+	r.cpuPaced = cpu.div(benchRate * benchSeconds)
 	return r
 }
 
@@ -165,31 +211,54 @@ func reportResult(b *testing.B, r benchResult) {
 	b.ReportMetric(r.mailsPerSec, "mails/s")
 	b.ReportMetric(ms(r.p50), "p50_ms")
 	b.ReportMetric(ms(r.p99), "p99_ms")
+	b.ReportMetric(us(r.cpuFull.total()), "cpu_µs/mail")
+	b.ReportMetric(us(r.cpuPaced.total()), "cpu_paced_µs/mail")
 	if r.ratio > 0 {
 		b.ReportMetric(r.ratio, "ratio")
+		b.ReportMetric(r.cpuRatioFull, "cpu_ratio")
+		b.ReportMetric(r.cpuRatioPaced, "cpu_paced_ratio")
 	}
 	if r.ratioBig > 0 {
 		b.ReportMetric(r.ratioBig, "ratio_big_mails")
 	}
-	if r.cpuPerMail > 0 {
-		b.ReportMetric(float64(r.cpuPerMail.Nanoseconds())/1000, "cpu_µs/mail")
-	}
 }
 
-// benchTable formats the results. ratio is mailsvc's rate over the
-// baseline's with the same settings, ratio-big over the big-mail baseline's.
-func benchTable(rs []benchResult) string {
+// benchTable formats the results: throughput and latency, then CPU per
+// mail. ratio is a run's rate over the mark-per-batch baseline's with the
+// same settings (for mailsvc's runs and the mark-per-row baseline),
+// ratio-big over the big-mail baseline's; a CPU ratio is a run's
+// whole-pipeline CPU per mail over that same baseline's.
+func benchTable(rs []benchResult, idle cpuUse) string {
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-26s %8s %6s %9s %11s %12s %7s %7s %7s %10s\n", "system", "mails/s", "ratio", "ratio-big",
-		"cpu µs/mail", "offered ev/s", "p50 ms", "p99 ms", "max ms", "bytes/mail")
+	fmt.Fprintf(&sb, "%-30s %8s %6s %9s %12s %7s %7s %7s %10s\n", "system", "mails/s", "ratio", "ratio-big",
+		"offered ev/s", "p50 ms", "p99 ms", "max ms", "bytes/mail")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "%-26s %8.0f %6s %9s %11s %12.0f %7.1f %7.1f %7.1f %10d\n", r.name, r.mailsPerSec,
-			orDash("%.2f", r.ratio), orDash("%.2f", r.ratioBig), orDash("%.0f", float64(r.cpuPerMail.Microseconds())),
-			r.offered, ms(r.p50), ms(r.p99), ms(r.max), r.mailBytes)
+		fmt.Fprintf(&sb, "%-30s %8.0f %6s %9s %12.0f %7.1f %7.1f %7.1f %10d\n", r.name, r.mailsPerSec,
+			orDash("%.2f", r.ratio), orDash("%.2f", r.ratioBig), r.offered, ms(r.p50), ms(r.p99), ms(r.max), r.mailBytes)
 	}
-	fmt.Fprintf(&sb, "full speed: %d events; latency: %d events/s for %d s; goals: ratio >= 0.7, p99 < 100 ms; "+
-		"cpu: the mailsvc process only", benchMails, benchRate, benchSeconds)
+	fmt.Fprintf(&sb, "\nwhole-pipeline CPU per mail (µs): %-27s %s\n", "full speed", fmt.Sprintf("%d ev/s", benchRate))
+	cols := fmt.Sprintf("%7s %6s %6s %6s %6s %6s", "total", "pg", "pg-own", "mq", "proc", "ratio")
+	fmt.Fprintf(&sb, "%-30s %s | %s\n", "system", cols, cols)
+	for _, r := range rs {
+		fmt.Fprintf(&sb, "%-30s %s | %s\n", r.name, cpuCols(r.cpuFull, r.cpuRatioFull), cpuCols(r.cpuPaced, r.cpuRatioPaced))
+	}
+	fmt.Fprintf(&sb, "full speed: %d events (best mails/s, mean CPU of %d runs); latency: %d events/s for %d s\n",
+		benchMails, benchRepeats, benchRate, benchSeconds)
+	fmt.Fprintf(&sb, "ratio, cpu ratio: over the mark-per-batch baseline with the same settings\n")
+	fmt.Fprintf(&sb, "CPU from /proc between ready and settled; proc = the pipeline process; "+
+		"pg-own = the part of pg in the backends of the pipeline's connections; %s; "+
+		"idle, the servers used PostgreSQL %.1f ms/s, RabbitMQ %.1f ms/s\n", findServers().how, ms(idle.postgres), ms(idle.rabbitmq))
+	fmt.Fprintf(&sb, "goals: throughput ratio >= 0.8; whole-pipeline CPU per mail <= 1.3x baseline at full speed and at "+
+		"%d ev/s; p99 <= 15 ms at %d ev/s; serve peak RSS <= 100 MB draining 100,000 mails (BenchmarkBacklog)", benchRate, benchRate)
 	return sb.String()
+}
+
+// cpuCols formats CPU per mail in µs: total, PostgreSQL, the part of it
+// in the pipeline's own backends, RabbitMQ, the pipeline process, and the
+// ratio of the total to the baseline's.
+func cpuCols(c cpuUse, ratio float64) string {
+	return fmt.Sprintf("%7.0f %6.0f %6.0f %6.0f %6.0f %6s", us(c.total()), us(c.postgres), us(c.postgresOwn), us(c.rabbitmq),
+		us(c.pipeline), orDash("%.2f", ratio))
 }
 
 // orDash formats v, or "-" when it is 0 (not measured).
@@ -201,6 +270,8 @@ func orDash(format string, v float64) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
 // benchBodies builds the events for order ids 1..n (half vi, half en).
 func benchBodies(b *testing.B, n int) [][]byte {
@@ -247,34 +318,41 @@ func (p *benchPublisher) confirmed(b *testing.B) {
 	}
 }
 
-// waitCount waits until the SMTP server took n messages; it fails the
-// benchmark after within.
-func waitCount(b *testing.B, srv *smtptest.Server, n int, within time.Duration) {
+// waitCount waits until the system's SMTP server took n messages; it fails
+// the benchmark after within, or as soon as the pipeline process exited.
+func waitCount(b *testing.B, sys *system, n int, within time.Duration) {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.Now().Add(within)
-	for srv.Count() < n {
+	for sys.smtp.Count() < n {
 		if time.Now().After(deadline) {
-			b.Fatalf("SMTP server took %d mails within %s, want %d", srv.Count(), within, n)
+			b.Fatalf("SMTP server took %d mails within %s, want %d", sys.smtp.Count(), within, n)
 		}
-		<-tick.C
+		select {
+		case <-sys.done:
+			b.Fatalf("the pipeline process exited after %d of %d mails:\n%s", sys.smtp.Count(), n, sys.logs())
+		case <-tick.C:
+		}
 	}
 }
 
 // measureThroughput publishes n events as fast as the broker confirms them
-// and returns mails/s from the first publish to the n-th SMTP acceptance.
-func measureThroughput(b *testing.B, sys *system, n int) float64 {
+// and returns mails/s from the first publish to the n-th SMTP acceptance,
+// and the whole pipeline's CPU from just before the first publish until
+// the system settled.
+func measureThroughput(b *testing.B, sys *system, n int) (float64, cpuUse) {
 	bodies := benchBodies(b, n)
 	pub := newBenchPublisher(b, sys.names)
+	before := cpuSnapshot(b, sys.pid)
 	start := time.Now()
 	for _, body := range bodies {
 		pub.publish(b, body)
 	}
-	waitCount(b, sys.smtp, n, 2*time.Minute)
+	waitCount(b, sys, n, 2*time.Minute)
 	elapsed := time.Since(start)
 	pub.confirmed(b)
 	sys.settle(b, n)
-	return float64(n) / elapsed.Seconds()
+	return float64(n) / elapsed.Seconds(), cpuSnapshot(b, sys.pid).since(before)
 }
 
 // latency is what the paced run measured.
@@ -285,12 +363,15 @@ type latency struct {
 }
 
 // measureLatency publishes rate events/s for secs seconds and returns the
-// distribution of publish -> SMTP acceptance, matched by X-Dedupe-Key.
-func measureLatency(b *testing.B, sys *system, rate, secs int) latency {
+// distribution of publish -> SMTP acceptance, matched by X-Dedupe-Key, and
+// the whole pipeline's CPU from just before the first publish until the
+// system settled.
+func measureLatency(b *testing.B, sys *system, rate, secs int) (latency, cpuUse) {
 	total := rate * secs
 	bodies := benchBodies(b, total)
 	pub := newBenchPublisher(b, sys.names)
 	sent := make([]time.Time, total+1) // by order id
+	before := cpuSnapshot(b, sys.pid)
 	tick := time.NewTicker(time.Millisecond)
 	start := time.Now()
 	for i := 0; i < total; {
@@ -305,7 +386,7 @@ func measureLatency(b *testing.B, sys *system, rate, secs int) latency {
 	}
 	tick.Stop()
 	offered := float64(total) / sent[total].Sub(start).Seconds()
-	waitCount(b, sys.smtp, total, time.Minute)
+	waitCount(b, sys, total, time.Minute)
 	pub.confirmed(b)
 	lat := make([]time.Duration, 0, total)
 	size := 0
@@ -315,9 +396,10 @@ func measureLatency(b *testing.B, sys *system, rate, secs int) latency {
 	}
 	require.Len(b, lat, total)
 	sys.settle(b, total)
+	used := cpuSnapshot(b, sys.pid).since(before)
 	slices.Sort(lat)
 	return latency{offered: offered, p50: lat[len(lat)/2], p99: lat[len(lat)*99/100], max: lat[len(lat)-1],
-		mailBytes: size / total}
+		mailBytes: size / total}, used
 }
 
 // orderID reads the order id from a message's X-Dedupe-Key header
@@ -331,9 +413,21 @@ func orderID(b *testing.B, data []byte) int {
 	return id
 }
 
-// startMailsvc starts `mailsvc serve` on a fresh stack with the settings,
-// and a queue that counts its EmailSent feedback events.
+// startMailsvc starts `mailsvc serve` on a fresh stack (newMailsvcStack)
+// with the settings.
 func startMailsvc(b *testing.B, set benchSettings, discard bool) *system {
+	return newMailsvcStack(b, discard).start(b, set)
+}
+
+// mailsvcStack is a fresh stack for mailsvc serve, with its SMTP server
+// and a queue that counts its EmailSent feedback events.
+type mailsvcStack struct {
+	*stack
+	srv        *smtptest.Server
+	sentEvents *atomic.Int64
+}
+
+func newMailsvcStack(b *testing.B, discard bool) *mailsvcStack {
 	srv := smtptest.New(b, smtptest.Options{Discard: discard})
 	s := newStack(b, srv.Addr)
 	fb := newFeedbackQueue(b, s.names)
@@ -346,20 +440,27 @@ func startMailsvc(b *testing.B, set benchSettings, discard bool) *system {
 		}
 	}()
 	newPublisher(b, s.names) // declares the input exchange before serve
+	return &mailsvcStack{stack: s, srv: srv, sentEvents: &sentEvents}
+}
+
+// start starts `mailsvc serve` with the settings; settle waits up to a
+// minute, plus a millisecond per mail, for the EmailSent events.
+func (s *mailsvcStack) start(b *testing.B, set benchSettings) *system {
 	p := s.serve(set.env())
-	sys := &system{names: s.names, smtp: srv}
+	sys := &system{names: s.names, smtp: s.srv, pid: p.cmd.Process.Pid, done: p.done, logs: p.logs.String}
 	sys.stop = func(b *testing.B) {
 		p.stop(b, 30*time.Second)
-		if st := p.cmd.ProcessState; st != nil {
-			sys.cpu = st.UserTime() + st.SystemTime()
+		if st := p.cmd.ProcessState; st != nil && !st.Success() {
+			b.Errorf("mailsvc serve: %v:\n%s", st, p.logs.String())
 		}
 	}
 	sys.settle = func(b *testing.B, n int) {
-		require.Eventually(b, func() bool { return sentEvents.Load() >= int64(n) }, time.Minute, 10*time.Millisecond,
-			"EmailSent events: %d, want %d", sentEvents.Load(), n)
-		require.Equal(b, n, srv.Count(), "SMTP deliveries")
+		within := time.Minute + time.Duration(n)*time.Millisecond
+		require.Eventually(b, func() bool { return s.sentEvents.Load() >= int64(n) }, within, 10*time.Millisecond,
+			"EmailSent events, want %d", n)
+		require.Equal(b, n, s.srv.Count(), "SMTP deliveries")
 		require.Equal(b, int64(n), s.schema.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`))
-		require.Equal(b, int64(n), sentEvents.Load(), "EmailSent events")
+		require.Equal(b, int64(n), s.sentEvents.Load(), "EmailSent events")
 	}
 	return sys
 }

@@ -25,7 +25,13 @@ import (
 // binPath is the mailsvc binary built once by TestMain.
 var binPath string
 
+// TestMain builds mailsvc and runs the tests; with MAILSVC_BENCH_RAW_CHILD
+// set, it is instead the raw baseline's process of BenchmarkEndToEnd
+// (runRawChild), which startBaseline starts.
 func TestMain(m *testing.M) {
+	if os.Getenv(rawChildEnv) != "" {
+		os.Exit(runRawChild())
+	}
 	dir, err := os.MkdirTemp("", "mailsvc-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
