@@ -22,12 +22,13 @@ import (
 // since the last analyze (by autovacuum or anyone) exceed
 // analyzeMinChanges + analyzeScale x its live rows: laxer than
 // autovacuum's default (50 + 0.1 x rows), so that with autovacuum on this
-// rarely fires, while a fresh table is analyzed after its first 500 rows
-// and again as it doubles.
+// rarely fires, while a fresh table is analyzed after its first 1,000
+// changes and again as it grows by half.
 const (
-	analyzeMinChanges = 500
-	analyzeScale      = 0.2
+	analyzeMinChanges = 1000
+	analyzeScale      = 0.5
 )
+
 
 // staleTablesSQL lists the hot tables of the current schema whose
 // statistics are stale by that rule.
@@ -40,9 +41,10 @@ ORDER BY relname`
 // AnalyzeStale runs ANALYZE on each hot table (mail, outbox) whose
 // statistics are stale (see analyzeMinChanges) and returns the tables it
 // analyzed, in name order; none when autovacuum keeps up. ANALYZE samples
-// at most 30,000 rows (default_statistics_target 100), so one costs tens
-// of milliseconds whatever the table's size, and the rule makes them
-// rarer as a table grows. The counters it reads are flushed by each
+// at most 30,000 rows (default_statistics_target 100) and, since
+// migration 00130, skips the rendered content and the payloads, so one
+// costs milliseconds to tens of milliseconds whatever the table's size,
+// and the rule makes them rarer as a table grows. The counters it reads are flushed by each
 // backend about once a second, so a table is seen stale up to a second
 // late. Only the tables' owner may analyze them (PostgreSQL 15; mailsvc's
 // role is when it ran the migrations): for another role the server skips
