@@ -29,7 +29,6 @@ const (
 	analyzeScale      = 0.5
 )
 
-
 // staleTablesSQL lists the hot tables of the current schema whose
 // statistics are stale by that rule.
 const staleTablesSQL = `

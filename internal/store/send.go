@@ -200,22 +200,6 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 // that was too late, and the trace context the notice carries.
 type notice struct{ key, traceContext string }
 
-// writeOutcomes runs finishManySQL for as inside tx and fills res; it
-// returns the feedback events and the notices the outcomes call for, for
-// the caller to write in the same transaction.
-func (s *Store) writeOutcomes(ctx context.Context, tx pgx.Tx, as []Attempt, res []AttemptResult) ([]Feedback, []notice, error) {
-	rows, err := tx.Query(ctx, finishManySQL, outcomeArgs(as)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	got, err := scanFinished(rows)
-	if err != nil {
-		return nil, nil, err
-	}
-	fbs, notices := applyFinished(as, got, res)
-	return fbs, notices, nil
-}
-
 // outcomeArgs are finishManySQL's arguments for as.
 func outcomeArgs(as []Attempt) []any {
 	n := len(as)
