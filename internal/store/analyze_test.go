@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
@@ -42,4 +43,28 @@ func TestAnalyzeStaleAnalyzesAGrownTableOnce(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "2,500 rows > 2 x 1,200")
 	require.Equal(t, []string{"mail"}, tables)
 	require.Equal(t, int64(2500), sc.QueryInt(t, `SELECT reltuples::bigint FROM pg_class WHERE oid = 'mail'::regclass`))
+}
+
+// TestSessionsPreferGenericPlans: a pool in the default cache_statement
+// mode plans its prepared statements generically; one in a pooler mode
+// leaves the server's setting alone, and so does a URL that sets it.
+func TestSessionsPreferGenericPlans(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	for mode, want := range map[string]string{
+		"cache_statement": "force_generic_plan",
+		"simple_protocol": "auto",
+		"exec":            "auto",
+	} {
+		st := sc.OpenInMode(t, mode)
+		got, err := st.Setting(ctx(t), "plan_cache_mode")
+		require.NoError(t, err)
+		require.Equal(t, want, got, mode)
+	}
+	st, err := store.Open(ctx(t), store.Options{URL: storetest.WithParam(sc.URL, "plan_cache_mode", "force_custom_plan"), MaxConns: 2})
+	require.NoError(t, err)
+	defer st.Close()
+	got, err := st.Setting(ctx(t), "plan_cache_mode")
+	require.NoError(t, err)
+	require.Equal(t, "force_custom_plan", got)
 }

@@ -18,3 +18,11 @@ const StatsSQL = statsSQL
 // ListMailsSQL is the list statement of one status, for tests that read
 // its plan.
 func ListMailsSQL(status string) string { return fmt.Sprintf(listMailsSQL, status) }
+
+// Setting returns the session's value of a server setting, read on one of
+// the pool's connections.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
