@@ -48,7 +48,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
-	preferGenericPlans(cfg.ConnConfig)
+	preferGenericPlans(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
@@ -74,13 +74,28 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 // outcome write cost 2.9 ms per execution, more than executing it. A pool
 // in another mode (a transaction pooler: simple_protocol, exec,
 // describe_exec) prepares nothing, so nothing is set there: a session
-// setting would leak to the pooler's other clients.
-func preferGenericPlans(c *pgx.ConnConfig) {
+// setting would leak to the pooler's other clients. The setting is a SET
+// once per new connection (AfterConnect), not a startup parameter:
+// PgBouncer, which serves prepared statements in session mode, refuses a
+// connection whose startup packet carries a parameter it does not know.
+// A plan_cache_mode in the URL is the operator's choice and stays.
+func preferGenericPlans(cfg *pgxpool.Config) {
+	c := cfg.ConnConfig
 	if c.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return
 	}
-	if _, set := c.RuntimeParams["plan_cache_mode"]; !set {
-		c.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	if _, set := c.RuntimeParams["plan_cache_mode"]; set {
+		return
+	}
+	next := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+			return fmt.Errorf("set plan_cache_mode: %w", err)
+		}
+		if next != nil {
+			return next(ctx, conn)
+		}
+		return nil
 	}
 }
 
