@@ -32,11 +32,20 @@ const (
 
 // staleTablesSQL lists the hot tables of the current schema whose
 // statistics are stale by that rule (n_live_tup is kept by the statistics
-// system as rows are inserted and deleted, analyze or not).
+// system as rows are inserted and deleted, analyze or not) and that the
+// session may analyze: as the table's owner or the database's (a member
+// of either role, a superuser), or, from PostgreSQL 17, with the MAINTAIN
+// privilege (a privilege name older servers refuse, hence the CASE).
+// ANALYZE of another's table is skipped with a WARNING in the server's
+// log, which asking every second would repeat every second.
 const staleTablesSQL = `
 SELECT c.relname FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
 WHERE s.schemaname = current_schema() AND s.relname IN ('mail', 'outbox')
   AND s.n_live_tup >= $1 AND s.n_live_tup > $2 * GREATEST(c.reltuples, 0)
+  AND (pg_has_role(c.relowner, 'USAGE')
+       OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')
+       OR CASE WHEN current_setting('server_version_num')::int >= 170000
+               THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END)
 ORDER BY c.relname`
 
 // AnalyzeStale runs ANALYZE on each hot table (mail, outbox) whose
@@ -47,10 +56,11 @@ ORDER BY c.relname`
 // costs milliseconds to tens of milliseconds whatever the table's size,
 // and the rule makes them rarer as a table grows. The counters it reads are flushed by each
 // backend about once a second, so a table is seen stale up to a second
-// late. Only the tables' owner may analyze them (PostgreSQL 15; mailsvc's
-// role is when it ran the migrations): for another role the server skips
-// the table with a warning, and the table stays stale. Database errors are
-// classified (interpretError).
+// late. Only the tables' owner may analyze them (or the database's owner;
+// from PostgreSQL 17 a role with the MAINTAIN privilege): mailsvc's role
+// is the owner when it ran the migrations. Another role leaves the tables
+// to autovacuum and reports none analyzed. Database errors are classified
+// (interpretError).
 func (s *Store) AnalyzeStale(ctx context.Context) ([]string, error) {
 	rows, err := s.pool.Query(ctx, staleTablesSQL, analyzeMinRows, analyzeGrowth)
 	if err != nil {
