@@ -1,9 +1,11 @@
 package store_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -82,6 +84,49 @@ func TestAnalyzeStaleLeavesTablesItMayNotAnalyze(t *testing.T) {
 	tables, err := sc.Store.AnalyzeStale(ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, []string{"mail"}, tables)
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT analyze_count FROM pg_stat_user_tables
+		WHERE schemaname = current_schema() AND relname = 'mail'`))
+}
+
+// TestAnalyzeStaleDoesNotWaitForAnotherAnalyze: while another session
+// holds the table's analyze lock (another replica analyzing it, or
+// autovacuum's VACUUM, which a waiting ANALYZE would have cancelled after
+// deadlock_timeout), AnalyzeStale skips the table at once instead of
+// queuing behind it and then analyzing again what was just analyzed.
+func TestAnalyzeStaleDoesNotWaitForAnotherAnalyze(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	stale(t, sc, 1200)
+	conn, err := pgx.Connect(ctx(t), sc.URL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	tx, err := conn.Begin(ctx(t))
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx(t), `LOCK TABLE mail IN SHARE UPDATE EXCLUSIVE MODE`)
+	require.NoError(t, err)
+
+	type result struct {
+		tables []string
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		tables, err := sc.Store.AnalyzeStale(ctx(t))
+		done <- result{tables, err}
+	}()
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Empty(t, r.tables, "skipped, not analyzed")
+	case <-time.After(10 * time.Second):
+		t.Fatal("AnalyzeStale waits for the lock another session holds")
+	}
+	require.NoError(t, tx.Rollback(ctx(t)))
+	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT analyze_count FROM pg_stat_user_tables
+		WHERE schemaname = current_schema() AND relname = 'mail'`))
+	tables, err := sc.Store.AnalyzeStale(ctx(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"mail"}, tables, "still stale, analyzed once the lock is free")
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT analyze_count FROM pg_stat_user_tables
 		WHERE schemaname = current_schema() AND relname = 'mail'`))
 }
