@@ -19,9 +19,9 @@ const StatsSQL = statsSQL
 // its plan.
 func ListMailsSQL(status string) string { return fmt.Sprintf(listMailsSQL, status) }
 
-// Setting returns the session's value of a server setting, read on one of
-// the pool's connections.
-func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+// SettingForTest returns the value of the run-time parameter name on one
+// of the pool's sessions.
+func (s *Store) SettingForTest(ctx context.Context, name string) (string, error) {
 	var v string
 	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err

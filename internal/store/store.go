@@ -64,19 +64,21 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices}, nil
 }
 
-// preferGenericPlans makes the sessions of a pool that prepares its
-// statements (pgx's default cache_statement mode) run SET plan_cache_mode
-// = force_generic_plan once connected: each statement is then planned
-// once per connection (again after an ANALYZE, see AnalyzeStale) instead
-// of at every execution. PostgreSQL's default picks a custom plan whenever
-// the generic one looks costlier, which for the array-driven hot
-// statements (claims, outcome writes, marks) was every time: measured,
-// planning the outcome write cost 2.9 ms per execution, more than running
-// it. It is a SET, not a startup parameter, because PgBouncer refuses
-// startup parameters it does not know. A pool in a pooler mode
-// (simple_protocol, exec, describe_exec) prepares nothing and gets no SET:
-// behind a transaction pooler a session setting would leak to the
-// pooler's other clients. A URL that sets plan_cache_mode itself wins.
+// preferGenericPlans sets plan_cache_mode = force_generic_plan on the
+// sessions of a pool that prepares its statements (pgx's default
+// cache_statement mode): each statement is then planned once per
+// connection (again after an ANALYZE, see AnalyzeStale) instead of at
+// every execution. PostgreSQL's default picks a custom plan whenever the
+// generic one looks costlier, which for the array-driven hot statements
+// (claims, outcome writes, marks) was every time: measured, planning the
+// outcome write cost 2.9 ms per execution, more than executing it. A pool
+// in another mode (a transaction pooler: simple_protocol, exec,
+// describe_exec) prepares nothing, so nothing is set there: a session
+// setting would leak to the pooler's other clients. The setting is a SET
+// once per new connection (AfterConnect), not a startup parameter:
+// PgBouncer, which serves prepared statements in session mode, refuses a
+// connection whose startup packet carries a parameter it does not know.
+// A plan_cache_mode in the URL is the operator's choice and stays.
 func preferGenericPlans(cfg *pgxpool.Config) {
 	c := cfg.ConnConfig
 	if c.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {

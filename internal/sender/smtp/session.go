@@ -32,7 +32,8 @@ type session struct {
 // is none. A reused connection that turns out dead before the transaction
 // started is replaced once within the same call: nothing was sent on it.
 // That is a failed NOOP check (a connection idle for warmFor or more), or
-// MAIL FROM answered by no reply at all (a warm connection, not checked).
+// MAIL FROM answered by no reply at all (a warm connection, not checked),
+// by a 421 or by a 503 (deadBeforeTransaction).
 // After any failure the connection is dropped.
 func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
 	msg, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
@@ -47,16 +48,29 @@ func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, 
 	return r, err
 }
 
-// deadBeforeTransaction reports whether err says the connection failed
-// before the transaction began: the NOOP check failed, or MAIL FROM got no
-// SMTP reply (a closed or reset connection; a reply code means the server
-// answered and refused).
+// deadBeforeTransaction reports whether err says the connection, not the
+// mail, failed before the transaction began: the NOOP check failed, or MAIL
+// FROM got no SMTP reply (a closed or reset connection), a 421 (the server
+// closes the channel: announced after the previous mail, or a limit of
+// messages per connection, RFC 5321 section 4.2.2) or a 503 (bad sequence:
+// a server that wants RSET between transactions). Any other reply code is
+// the server's verdict on the mail.
 func deadBeforeTransaction(err error) bool {
 	var se *gomail.SendError
 	if !errors.As(err, &se) {
 		return false
 	}
-	return se.Reason == gomail.ErrConnCheck || (se.Reason == gomail.ErrSMTPMailFrom && se.ErrorCode() == 0)
+	if se.Reason == gomail.ErrConnCheck {
+		return true
+	}
+	if se.Reason != gomail.ErrSMTPMailFrom {
+		return false
+	}
+	switch se.ErrorCode() {
+	case 0, 421, 503:
+		return true
+	}
+	return false
 }
 
 func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt, error) {

@@ -1,0 +1,240 @@
+package smtp_test
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/sender/smtp"
+	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+)
+
+// scripted is a minimal SMTP server whose behaviour between transactions
+// a test sets, for what smtptest (go-smtp) cannot do: a server that
+// announces its close after a delivered mail, one that takes a given
+// number of messages per connection, one that wants RSET between
+// transactions.
+type scripted struct {
+	t    *testing.T
+	ln   net.Listener
+	wg   sync.WaitGroup
+	host string
+	port int
+	// closeAfterData closes the connection after the 250 of a message's
+	// DATA, first writing afterData when it is not "".
+	closeAfterData bool
+	afterData      string
+	// perConn, when positive, is how many messages a connection takes: the
+	// next MAIL FROM is answered 421 and the connection closed (Exim's
+	// smtp_accept_max_per_connection).
+	perConn int
+	// requireRset answers a MAIL FROM that follows a finished transaction
+	// without RSET in between with 503 (bad sequence of commands).
+	requireRset bool
+
+	mu    sync.Mutex
+	conns int
+	mails int
+	taken int
+	noops int
+}
+
+func newScripted(t *testing.T, configure func(s *scripted)) *scripted {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &scripted{t: t, ln: ln}
+	configure(s)
+	a := ln.Addr().(*net.TCPAddr)
+	s.host, s.port = a.IP.String(), a.Port
+	s.wg.Add(1)
+	go s.serve()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *scripted) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.conns++
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer c.Close()
+			s.session(c)
+		}()
+	}
+}
+
+// counts returns connections accepted, MAIL FROM commands, messages taken
+// and NOOPs.
+func (s *scripted) counts() (conns, mails, taken, noops int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.conns, s.mails, s.taken, s.noops
+}
+
+func (s *scripted) session(c net.Conn) {
+	r := bufio.NewReader(c)
+	w := func(line string) bool {
+		_, err := c.Write([]byte(line + "\r\n"))
+		return err == nil
+	}
+	if !w("220 scripted ESMTP") {
+		return
+	}
+	taken, dirty := 0, false
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		cmd := strings.ToUpper(strings.TrimSpace(line))
+		switch {
+		case strings.HasPrefix(cmd, "EHLO"), strings.HasPrefix(cmd, "HELO"):
+			w("250-scripted\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES")
+		case strings.HasPrefix(cmd, "MAIL FROM:"):
+			s.mu.Lock()
+			s.mails++
+			s.mu.Unlock()
+			switch {
+			case s.perConn > 0 && taken >= s.perConn:
+				w("421 4.7.0 too many messages in this connection")
+				return
+			case s.requireRset && dirty:
+				w("503 5.5.1 RSET first")
+				continue
+			}
+			w("250 2.1.0 ok")
+		case strings.HasPrefix(cmd, "RCPT TO:"):
+			w("250 2.1.5 ok")
+		case cmd == "DATA":
+			w("354 go ahead")
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if l == ".\r\n" {
+					break
+				}
+			}
+			s.mu.Lock()
+			s.taken++
+			s.mu.Unlock()
+			taken++
+			dirty = true
+			w("250 2.0.0 queued as x")
+			if s.closeAfterData {
+				if s.afterData != "" {
+					w(s.afterData)
+				}
+				return
+			}
+		case cmd == "RSET":
+			dirty = false
+			w("250 2.0.0 ok")
+		case cmd == "NOOP":
+			s.mu.Lock()
+			s.noops++
+			s.mu.Unlock()
+			w("250 2.0.0 ok")
+		case cmd == "QUIT":
+			w("221 2.0.0 bye")
+			return
+		default:
+			w("502 5.5.2 unknown")
+		}
+	}
+}
+
+func (s *scripted) provider(t *testing.T) *smtp.Provider {
+	t.Helper()
+	p, err := smtp.New(smtp.Config{Host: s.host, Port: s.port, TLS: smtp.TLSNone, HELO: "test.local"})
+	require.NoError(t, err)
+	return p
+}
+
+// TestWarmConnectionOverAfterDelivery: a server may end a connection right
+// after a delivered mail, saying so with a 421 (RFC 5321, 3.8 and 4.2.2:
+// "421 ... closing transmission channel", a reply to any command), or
+// take a limited number of messages per connection and answer the next
+// MAIL FROM with 421. Either way the next mail was not sent and a new
+// connection takes it: no mail is deferred (or rerouted to a fallback
+// provider) for it, and each is taken once.
+func TestWarmConnectionOverAfterDelivery(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		configure func(s *scripted)
+	}{
+		{"421 after the 250 of DATA, then close", func(s *scripted) {
+			s.closeAfterData, s.afterData = true, "421 4.4.2 closing connection"
+		}},
+		{"close after the 250 of DATA", func(s *scripted) { s.closeAfterData = true }},
+		{"one message per connection, 421 to the next MAIL FROM", func(s *scripted) { s.perConn = 1 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := newScripted(t, c.configure)
+			s := srv.provider(t).NewSession()
+			defer s.Close()
+			for _, k := range []string{"k:1", "k:2", "k:3"} {
+				require.NoError(t, send(t, s, k, 5*time.Second), k)
+			}
+			_, _, taken, _ := srv.counts()
+			require.Equal(t, 3, taken)
+		})
+	}
+}
+
+// TestServerWantingRsetBetweenTransactions: RFC 5321 lets a new MAIL
+// follow the end of mail data, but a server that answers it 503 (bad
+// sequence) has refused no mail: the mail goes on a new connection, and is
+// never reported as rejected.
+func TestServerWantingRsetBetweenTransactions(t *testing.T) {
+	t.Parallel()
+	srv := newScripted(t, func(s *scripted) { s.requireRset = true })
+	s := srv.provider(t).NewSession()
+	defer s.Close()
+	for _, k := range []string{"k:1", "k:2", "k:3"} {
+		err := send(t, s, k, 5*time.Second)
+		require.NoError(t, err, "%s: %v (class %v)", k, err, mailtype.ClassOf(err))
+	}
+	_, _, taken, _ := srv.counts()
+	require.Equal(t, 3, taken)
+}
+
+// TestWarmConnectionClosedAtRcpt: a warm connection whose server closes
+// after accepting MAIL FROM fails that mail as transient (no data was
+// sent), without a second try in the call, and the next mail goes on a new
+// connection.
+func TestWarmConnectionClosedAtRcpt(t *testing.T) {
+	t.Parallel()
+	srv := smtptest.New(t, smtptest.Options{})
+	s := newProvider(t, srv, smtp.TLSNone).NewSession()
+	defer s.Close()
+	require.NoError(t, send(t, s, "k:1", 5*time.Second))
+	srv.Inject(smtptest.Rcpt, smtptest.Drop())
+	err := send(t, s, "k:2", 5*time.Second)
+	require.Error(t, err)
+	require.Equal(t, mailtype.Transient, mailtype.ClassOf(err), "%v", err)
+	require.Equal(t, 2, srv.MailCommands(), "no second MAIL FROM for k:2 in the same call")
+	require.NoError(t, send(t, s, "k:3", 5*time.Second))
+	require.Equal(t, 2, srv.Count())
+}
