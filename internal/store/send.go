@@ -173,8 +173,11 @@ func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResu
 // marks the sends of the claims starts as started (exactly as
 // MarkStarted, lease renewed to now() + lease) in one transaction: one
 // commit for a worker's previous outcome and its next send's mark, shared
-// by every worker that writes at the same moment. An error return means
-// nothing was committed; the caller may retry the whole call.
+// by every worker that writes at the same moment. The caller may retry
+// the whole call after an error: a statement error committed nothing, and
+// after a broken connection the transaction may have committed, which the
+// fenced retry then finds (ErrLeaseLost, nothing changed; see
+// finishPipelined).
 func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence, lease time.Duration) ([]AttemptResult, []Started, error) {
 	if len(as) == 0 {
 		if len(starts) == 0 {

@@ -20,8 +20,14 @@ const rollbackTimeout = 5 * time.Second
 // between. Within a batch the server skips every statement after a failed
 // one, so COMMIT never runs after an error; the transaction left open is
 // rolled back (or, when that fails too, the pool discards the connection,
-// which is still in a transaction). An error return means nothing was
-// committed, as with FinishAndStart.
+// which is still in a transaction). A statement error commits nothing.
+// A connection that breaks (or a context that ends) while the second batch
+// is on its way may leave the COMMIT run by the server although an error
+// is returned, a wider window than a lone COMMIT's lost reply: the
+// caller's retry is safe, since every write is fenced, and finds the rows
+// no longer sending (ErrLeaseLost; the janitor and the outbox already have
+// the committed outcome). Sending COMMIT alone closes the window at about
+// 14% more server CPU per call (measured), which this path exists to save.
 func (s *Store) finishPipelined(ctx context.Context, c *pgx.Conn, as []Attempt, res []AttemptResult,
 	starts []Fence, lease time.Duration) (started []Started, err error) {
 	defer func() {
