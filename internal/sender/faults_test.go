@@ -184,6 +184,11 @@ func TestConfigChangeBetweenAttemptsSendsIdenticalPayload(t *testing.T) {
 	require.NoError(t, err)
 	cfg := testConfig()
 	cfg.From = "Shop A <orders@a.example>"
+	// The retry is due a second after the lost response: long enough that
+	// the first pool, still running while the test sees the row pending,
+	// does not make it itself (with the default 10 ms it sometimes did, and
+	// the row ended sent by the old configuration).
+	cfg.RetryBackoff, cfg.RetryBackoffMax = time.Second, time.Second
 	first, err := sender.New(cfg, sender.Deps{Store: b.sc.Store, Provider: prov})
 	require.NoError(t, err)
 	require.NoError(t, first.Start(context.Background()))
