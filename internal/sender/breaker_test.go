@@ -211,7 +211,10 @@ func TestBreakerOpensOnARefusedAPIKey(t *testing.T) {
 	_, m := b.start(t, breakerConfig(), sender.Deps{Provider: prov})
 	require.Eventually(t, func() bool { return gauge(m.Paused.WithLabelValues("resend", string(mailtype.PauseBreaker))) == 1 },
 		10*time.Second, 5*time.Millisecond)
-	require.EqualValues(t, 3, value(m.ConfigFailures.WithLabelValues("resend")))
+	// Three failures opened it; a probe (every 300 ms) may have failed too
+	// by the time the gauge is read on a loaded machine. That exactly three
+	// attempts were spent is checked at the end (sum of sends).
+	require.GreaterOrEqual(t, value(m.ConfigFailures.WithLabelValues("resend")), 3.0)
 	require.Eventually(t, func() bool { return len(stand.Requests()) >= 5 }, 10*time.Second, 5*time.Millisecond, "probes")
 	for _, r := range stand.Requests() {
 		require.Equal(t, 401, r.Status)
