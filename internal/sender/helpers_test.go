@@ -155,7 +155,7 @@ type flakyStore struct {
 
 // FinishAndStart fails while finishFailures lasts (when there are
 // outcomes), and delays marks by markDelay.
-func (f *flakyStore) FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error) {
+func (f *flakyStore) FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease store.StartLease) ([]store.AttemptResult, []store.Started, error) {
 	if len(as) > 0 && f.finishFailures.Add(-1) >= 0 {
 		return nil, nil, errInjected
 	}

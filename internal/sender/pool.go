@@ -24,7 +24,7 @@ import (
 type Store interface {
 	ClaimMails(ctx context.Context, p store.ClaimParams) ([]store.ClaimedMail, error)
 	RenewLeases(ctx context.Context, fs []store.Fence, lease time.Duration) ([]store.Fence, error)
-	FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease time.Duration) ([]store.AttemptResult, []store.Started, error)
+	FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease store.StartLease) ([]store.AttemptResult, []store.Started, error)
 	ProviderStore
 }
 

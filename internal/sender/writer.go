@@ -21,7 +21,7 @@ type writeRequest struct {
 }
 
 // startReply answers the start of a writeRequest: ok with the row's
-// counters and the renewed lease end (local clock, counted from before the
+// counters and its lease end (local clock, counted from before the
 // statement), or not ok when the send must not start.
 type startReply struct {
 	ok       bool
@@ -30,8 +30,8 @@ type startReply struct {
 }
 
 // commit writes out (may be nil) and marks j's send as started (j may be
-// nil), and waits for the commit. It reports the row's counters and the
-// renewed lease end; ok is false when j's send must not start: its lease
+// nil), and waits for the commit. It reports the row's counters and its
+// lease end after the mark (startLease); ok is false when j's send must not start: its lease
 // was lost, a cancel was requested, or the pool is stopping while the
 // database refuses the write. out's row is disowned once written.
 func (p *Pool) commit(out *result, j *job) (store.Started, time.Time, bool) {
@@ -101,11 +101,11 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 		}
 		before := time.Now()
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(hard), p.cfg.DBTimeout)
-		res, started, err := p.deps.Store.FinishAndStart(wctx, as, fences, p.cfg.Lease)
+		res, started, err := p.deps.Store.FinishAndStart(wctx, as, fences, p.startLease())
 		cancel()
 		if err == nil {
 			p.account(outs, res)
-			answer(batch, started, before.Add(p.cfg.Lease))
+			answer(batch, started, before)
 			return
 		}
 		if hard.Err() != nil {
@@ -128,6 +128,18 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 	}
 }
 
+// startLease is what a send-started mark does with the lease: it keeps a
+// lease with at least three quarters of sender.lease left (a claim of a
+// moment ago, or one the heartbeat renewed), so that the mark is a
+// heap-only update that adds no index entry (store.StartLease), and
+// renews a shorter one to the whole lease. The kept part is never less
+// than a send and twice the margin, so a kept lease still holds a whole
+// send (work's check), unless the mark itself took longer than a margin.
+func (p *Pool) startLease() store.StartLease {
+	keep := max(p.cfg.Lease-p.cfg.Lease/4, p.cfg.SendTimeout+2*p.margin())
+	return store.StartLease{Renew: p.cfg.Lease, Keep: min(keep, p.cfg.Lease)}
+}
+
 // giveUp logs the outcomes a hard stop leaves unwritten.
 func (p *Pool) giveUp(outs []result, try int, err error) {
 	for _, o := range outs {
@@ -137,8 +149,9 @@ func (p *Pool) giveUp(outs []result, try int, err error) {
 }
 
 // answer replies to every request of batch: a start is ok when its fence
-// is among started.
-func answer(batch []*writeRequest, started []store.Started, leaseEnd time.Time) {
+// is among started, its lease end counted from before, an instant taken
+// before the write.
+func answer(batch []*writeRequest, started []store.Started, before time.Time) {
 	got := make(map[store.Fence]store.Started, len(started))
 	for _, st := range started {
 		got[st.Fence] = st
@@ -149,6 +162,6 @@ func answer(batch []*writeRequest, started []store.Started, leaseEnd time.Time) 
 			continue
 		}
 		st, ok := got[r.start.mail.Fence]
-		r.reply <- startReply{ok: ok, st: st, leaseEnd: leaseEnd}
+		r.reply <- startReply{ok: ok, st: st, leaseEnd: before.Add(st.LeaseLeft)}
 	}
 }

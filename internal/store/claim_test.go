@@ -154,7 +154,7 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 	renewed, err := sc.Store.RenewLeases(ctx, []store.Fence{first[0].Fence}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, renewed, "the lease was lost")
-	started, err := sc.Store.MarkStarted(ctx, []store.Fence{first[0].Fence}, time.Hour)
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{first[0].Fence}, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
 	require.Empty(t, started)
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sending' AND attempts = 2 AND sent_at IS NULL`))
@@ -163,9 +163,9 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 	renewed, err = sc.Store.RenewLeases(ctx, []store.Fence{second[0].Fence}, time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, []store.Fence{second[0].Fence}, renewed)
-	started, err = sc.Store.MarkStarted(ctx, []store.Fence{second[0].Fence}, time.Hour)
+	started, err = sc.Store.MarkStarted(ctx, []store.Fence{second[0].Fence}, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1}}, started)
+	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1, LeaseLeft: time.Hour}}, started)
 	fin, err := finishOne(t, sc.Store, second[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"})
 	require.NoError(t, err)
 	require.Equal(t, store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}, statusEvent(fin))
@@ -248,7 +248,7 @@ func TestSettleIsFencedAndALateAnswerStillLands(t *testing.T) {
 	got, err := sc.Store.ClaimMails(ctx, claimParams(2))
 	require.NoError(t, err)
 	fences := []store.Fence{got[0].Fence, got[1].Fence}
-	started, err := sc.Store.MarkStarted(ctx, fences, time.Hour)
+	started, err := sc.Store.MarkStarted(ctx, fences, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
 	require.Len(t, started, 2)
 	settle := store.Outcome{Status: mailtype.StatusPending, IfCancelRequested: mailtype.StatusUnknown, RetryAfter: time.Hour,
@@ -304,12 +304,12 @@ func TestMarkStartedSkipsCancelledAndReleaseGivesTheSendBack(t *testing.T) {
 		byID[m.ID] = m.Fence
 	}
 	sc.Exec(t, `UPDATE mail SET cancel_requested = true WHERE id = $1`, ids[1])
-	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]], byID[ids[1]], byID[ids[2]]}, time.Hour)
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]], byID[ids[1]], byID[ids[2]]}, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
 	require.Len(t, started, 2)
 	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE send_started_at IS NOT NULL AND sends = 1
 		AND locked_until > now() + interval '59 minutes'`))
-	again, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]]}, time.Hour)
+	again, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[ids[0]]}, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
 	require.Empty(t, again, "a send is marked once per claim")
 
@@ -324,6 +324,44 @@ func TestMarkStartedSkipsCancelledAndReleaseGivesTheSendBack(t *testing.T) {
 		"a released send is given back and the row keeps its history")
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled'
 		AND payload->'data'->>'attempts' = '0'`))
+}
+
+// A mark keeps a lease with at least StartLease.Keep left, changing no
+// indexed column (the condition for a heap-only update), and renews a
+// shorter one; either way it reports what is left.
+func TestMarkStartedKeepsALongLeaseAndRenewsAShortOne(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	ids := insertMails(t, sc.Store, 2, "o")
+	got, err := sc.Store.ClaimMails(ctx, store.ClaimParams{Limit: 2, Lease: 10 * time.Minute, Worker: "test"})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	byID := map[int64]store.Fence{}
+	for _, m := range got {
+		byID[m.ID] = m.Fence
+	}
+	long, short := ids[0], ids[1]
+	sc.Exec(t, `UPDATE mail SET locked_until = now() + interval '30 seconds', updated_at = now() - interval '1 minute' WHERE id = $1`, short)
+	sc.Exec(t, `UPDATE mail SET updated_at = now() - interval '1 minute' WHERE id = $1`, long)
+	before := sc.QueryMap(t, `SELECT id::text, locked_until::text || ' ' || updated_at::text FROM mail`)
+
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byID[long], byID[short]}, store.StartLease{Renew: time.Hour, Keep: 5 * time.Minute})
+	require.NoError(t, err)
+	require.Len(t, started, 2)
+	left := map[int64]time.Duration{}
+	for _, st := range started {
+		left[st.ID] = st.LeaseLeft
+	}
+	require.Greater(t, left[long], 9*time.Minute)
+	require.LessOrEqual(t, left[long], 10*time.Minute)
+	require.Equal(t, time.Hour, left[short], "renewed to now() + Renew")
+
+	after := sc.QueryMap(t, `SELECT id::text, locked_until::text || ' ' || updated_at::text FROM mail`)
+	require.Equal(t, before[fmt.Sprint(long)], after[fmt.Sprint(long)], "the long lease kept: no indexed column changed")
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND locked_until > now() + interval '59 minutes'
+		AND updated_at < now() - interval '59 seconds'`, short))
+	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE send_started_at IS NOT NULL AND sends = 1`))
 }
 
 func TestDeleteFinishedKeepsUnknownAndRecentRows(t *testing.T) {

@@ -44,7 +44,7 @@ func TestSendPathInEveryExecMode(t *testing.T) {
 			require.NoError(t, err)
 			require.ElementsMatch(t, fences, renewed)
 			require.EqualValues(t, 4, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE locked_until > now() + interval '59 minutes'`))
-			started, err := st.MarkStarted(ctx, fences, time.Hour)
+			started, err := st.MarkStarted(ctx, fences, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 			require.NoError(t, err)
 			require.Len(t, started, 4)
 			require.EqualValues(t, 4, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE sends = 1 AND send_started_at IS NOT NULL`))

@@ -93,7 +93,7 @@ func TestThroughPgBouncer(t *testing.T) {
 			plans, err := st.SettingForTest(ctx, "plan_cache_mode")
 			require.NoError(t, err)
 			require.Equal(t, c.plans, plans)
-			res, started, err := st.FinishAndStart(ctx, p.as, p.starts, time.Minute)
+			res, started, err := st.FinishAndStart(ctx, p.as, p.starts, store.StartLease{Renew: time.Minute, Keep: time.Minute})
 			require.NoError(t, err)
 			require.Len(t, res, 1)
 			require.NoError(t, res[0].Err)

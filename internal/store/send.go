@@ -165,20 +165,20 @@ type AttemptResult struct {
 // ReasonDatabase); an error return means nothing was committed, and the
 // caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
-	res, _, err := s.FinishAndStart(ctx, as, nil, 0)
+	res, _, err := s.FinishAndStart(ctx, as, nil, StartLease{})
 	return res, err
 }
 
 // FinishAndStart records the outcomes as (exactly as FinishAttempts) and
 // marks the sends of the claims starts as started (exactly as
-// MarkStarted, lease renewed to now() + lease) in one transaction: one
+// MarkStarted, the lease renewed as lease says) in one transaction: one
 // commit for a worker's previous outcome and its next send's mark, shared
 // by every worker that writes at the same moment. The caller may retry
 // the whole call after an error: a statement error committed nothing, and
 // after a broken connection the transaction may have committed, which the
 // fenced retry then finds (ErrLeaseLost, nothing changed; see
 // finishPipelined).
-func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence, lease time.Duration) ([]AttemptResult, []Started, error) {
+func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence, lease StartLease) ([]AttemptResult, []Started, error) {
 	if len(as) == 0 {
 		if len(starts) == 0 {
 			return nil, nil, nil

@@ -30,7 +30,7 @@ func setupPipeline(t *testing.T, sc *storetest.Schema) pipelineCase {
 	for _, m := range got {
 		byOrder[m.OrderID] = m.Fence
 	}
-	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byOrder["1"]}, time.Minute)
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byOrder["1"]}, store.StartLease{Renew: time.Minute, Keep: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, started, 1)
 	return pipelineCase{
@@ -78,12 +78,12 @@ func TestFinishAndStartOutboxFailureCommitsNothing(t *testing.T) {
 				BEGIN RAISE EXCEPTION 'outbox refused'; END $$`)
 			sc.Exec(t, `CREATE TRIGGER refuse_outbox BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse_outbox()`)
 
-			_, _, err = st.FinishAndStart(ctx, c.as, c.starts, time.Minute)
+			_, _, err = st.FinishAndStart(ctx, c.as, c.starts, store.StartLease{Renew: time.Minute, Keep: time.Minute})
 			require.ErrorContains(t, err, "outbox refused")
 			requireNothingCommitted(t, sc)
 
 			sc.Exec(t, `DROP TRIGGER refuse_outbox ON outbox`)
-			res, started, err := st.FinishAndStart(ctx, c.as, c.starts, time.Minute)
+			res, started, err := st.FinishAndStart(ctx, c.as, c.starts, store.StartLease{Renew: time.Minute, Keep: time.Minute})
 			require.NoError(t, err)
 			require.Len(t, res, 1)
 			require.NoError(t, res[0].Err)
