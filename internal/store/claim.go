@@ -188,12 +188,13 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	return out, nil
 }
 
-// renewManySQL: `m.id = ANY($1)` makes the rows an index scan of the
-// primary key whatever the join's estimate.
+// renewManySQL: `m.id = ANY($1)` and `m.status || ''` make the rows an
+// index scan of the primary key whatever the join's estimate (see
+// markStartedSQL).
 const renewManySQL = `
 UPDATE mail m SET locked_until = now() + $3::interval, updated_at = now()
 FROM unnest($1::bigint[], $2::int[]) AS f(id, token)
-WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status = 'sending' AND m.attempts = f.token
+WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status || '' = 'sending' AND m.attempts = f.token
 RETURNING m.id, m.attempts`
 
 // RenewLeases extends the leases of many claimed rows in one statement

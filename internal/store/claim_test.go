@@ -423,6 +423,39 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	require.NotContains(t, plan, "Bitmap", plan)
 }
 
+// The send-started mark and the lease renewal find their rows through
+// the primary key in their generic plans, never by scanning the lease
+// index, whose dead entries pile up until a vacuum.
+func TestMarkAndRenewPlansReadThePrimaryKey(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := context.Background()
+	// No ANALYZE: a fresh table, as the first plans of a new deployment
+	// see it (the lease index looked cheapest then).
+	require.NoError(t, storetest.Seed(ctx, sc.Store, "pending-", mailtype.StatusPending, 3000))
+	got, err := sc.Store.ClaimMails(ctx, claimParams(100))
+	require.NoError(t, err)
+	require.Len(t, got, 100)
+	mode, err := sc.Store.SettingForTest(ctx, "plan_cache_mode")
+	require.NoError(t, err)
+	require.Equal(t, "force_generic_plan", mode)
+
+	fs := []store.Fence{got[0].Fence, got[1].Fence}
+	for name, q := range map[string]struct {
+		sql  string
+		args []any
+	}{
+		"mark":  {store.MarkStartedSQL, store.MarkArgs(fs, store.StartLease{Renew: time.Hour, Keep: time.Minute})},
+		"renew": {store.RenewManySQL, []any{[]int64{fs[0].ID, fs[1].ID}, []int32{int32(fs[0].Token), int32(fs[1].Token)}, time.Hour}},
+	} {
+		plan, err := sc.Store.ExplainForTest(ctx, q.sql, q.args...)
+		require.NoError(t, err, name)
+		require.Contains(t, plan, "mail_pkey", name+"\n"+plan)
+		require.NotContains(t, plan, "mail_sending_lease_idx", name+"\n"+plan)
+		require.NotContains(t, plan, "Seq Scan", name+"\n"+plan)
+	}
+}
+
 // The suppression check of the claim probes the list's primary key once
 // per taken row, however long the list: never a scan or a hash of it.
 func TestClaimPlanProbesTheSuppressionListPerRow(t *testing.T) {

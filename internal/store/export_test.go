@@ -3,6 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // ExecForTest runs one statement and returns its error, for tests that
@@ -25,4 +28,26 @@ func (s *Store) SettingForTest(ctx context.Context, name string) (string, error)
 	var v string
 	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
 	return v, err
+}
+
+// MarkStartedSQL and RenewManySQL are the send-started mark and the lease
+// renewal, for tests that read their plans; MarkArgs builds the mark's
+// arguments.
+const (
+	MarkStartedSQL = markStartedSQL
+	RenewManySQL   = renewManySQL
+)
+
+// MarkArgs is markArgs, for tests that read the mark's plan.
+var MarkArgs = markArgs
+
+// ExplainForTest returns the plan of q for args on one of the pool's
+// sessions, which prefer generic plans (preferGenericPlans).
+func (s *Store) ExplainForTest(ctx context.Context, q string, args ...any) (string, error) {
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
 }
