@@ -59,6 +59,7 @@ type named struct {
 // a failure. It refuses to start when the schema is behind
 // (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
+	gogc := applyGCDefault()
 	logCertificates(cfg, log, time.Now())
 	tp, err := setupTracing(ctx, cfg, log)
 	if err != nil {
@@ -84,7 +85,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","))
+	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","), "gogc", gogc)
 	return run(ctx, log, parts)
 }
 
