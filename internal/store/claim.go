@@ -188,9 +188,9 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	return out, nil
 }
 
-// renewManySQL: `m.id = ANY($1)` and `m.status || ''` make the rows an
-// index scan of the primary key whatever the join's estimate (see
-// markStartedSQL).
+// renewManySQL: `m.id = ANY($1)` and the status compared after a
+// concatenation with the empty string make the rows an index scan of the
+// primary key whatever the join's estimate (see markStartedSQL).
 const renewManySQL = `
 UPDATE mail m SET locked_until = now() + $3::interval, updated_at = now()
 FROM unnest($1::bigint[], $2::int[]) AS f(id, token)

@@ -43,8 +43,8 @@ type StartLease struct {
 // clock). It leaves updated_at alone, which an index covers: the row's
 // last change is still its claim, made moments before.
 //
-// `m.id = ANY($1)` with the status written as `m.status || ''` keeps it a
-// scan of the primary key: with a plain `m.status = 'sending'` the
+// `m.id = ANY($1)`, with the status compared after a concatenation with
+// the empty string, keeps it a scan of the primary key: with a plain `m.status = 'sending'` the
 // predicate of mail_sending_lease_idx is implied, and the generic plan
 // scanned that whole index (id is its second column) for the ids, a cost
 // that grows with the index's dead entries until a vacuum (auto_explain:
