@@ -132,11 +132,18 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 // lease with at least three quarters of sender.lease left (a claim of a
 // moment ago, or one the heartbeat renewed), so that the mark is a
 // heap-only update that adds no index entry (store.StartLease), and
-// renews a shorter one to the whole lease. The kept part is never less
-// than a send and twice the margin, so a kept lease still holds a whole
-// send (work's check), unless the mark itself took longer than a margin.
+// renews a shorter one to the whole lease. A kept lease must hold all a
+// renewal would let the attempt do (work's and sendVia's checks): the mark
+// itself, which may take up to the statement timeout, then a whole send
+// and the margin, and with a fallback provider the primary's send before
+// it. Where three quarters of the lease are less than that, the mark keeps
+// only a lease that holds it, and with a short lease it renews every time.
 func (p *Pool) startLease() store.StartLease {
-	keep := max(p.cfg.Lease-p.cfg.Lease/4, p.cfg.SendTimeout+2*p.margin())
+	need := p.cfg.DBTimeout + p.cfg.SendTimeout + p.margin()
+	if p.fallback() != nil {
+		need += p.cfg.SendTimeout
+	}
+	keep := max(p.cfg.Lease-p.cfg.Lease/4, need)
 	return store.StartLease{Renew: p.cfg.Lease, Keep: min(keep, p.cfg.Lease)}
 }
 
