@@ -59,7 +59,10 @@ type named struct {
 // a failure. It refuses to start when the schema is behind
 // (store.ErrSchemaBehind).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
-	gogc := applyGCDefault()
+	gogc, ignored := applyGCDefault()
+	if ignored != "" {
+		log.Warn("GOGC is neither a number nor off: the Go runtime ignores it and collects at its default target", "GOGC", ignored, "gogc", gogc)
+	}
 	logCertificates(cfg, log, time.Now())
 	tp, err := setupTracing(ctx, cfg, log)
 	if err != nil {
@@ -85,7 +88,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","), "gogc", gogc)
+	log.Info("mailsvc starting", "roles", strings.Join(cfg.Serve.Roles, ","), "gogc", gogc, "gomemlimit", memoryLimit())
 	return run(ctx, log, parts)
 }
 

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"math"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -19,12 +20,34 @@ import (
 const defaultGCPercent = 200
 
 // applyGCDefault sets defaultGCPercent unless the environment sets GOGC
-// (the operator's choice, which the runtime applied at start), and returns
-// the GC target in effect, as GOGC spells it.
-func applyGCDefault() string {
-	if v, ok := os.LookupEnv("GOGC"); ok {
-		return v
+// to a value (the operator's choice, which the runtime applied at start;
+// an empty GOGC is no choice, as for the runtime), and returns the GC
+// target in effect as GOGC spells it ("off" when collection is off). When
+// GOGC holds a value the runtime could not read (it then keeps its
+// default, 100), ignored is that value.
+func applyGCDefault() (effective, ignored string) {
+	v := os.Getenv("GOGC")
+	if v == "" {
+		debug.SetGCPercent(defaultGCPercent)
+		return strconv.Itoa(defaultGCPercent), ""
 	}
-	debug.SetGCPercent(defaultGCPercent)
-	return strconv.Itoa(defaultGCPercent)
+	pct := debug.SetGCPercent(-1) // reads the target in effect ...
+	debug.SetGCPercent(pct)       // ... and puts it back
+	effective = "off"
+	if pct >= 0 {
+		effective = strconv.Itoa(pct)
+	}
+	if n, err := strconv.Atoi(v); v != "off" && (err != nil || n != pct) {
+		ignored = v
+	}
+	return effective, ignored
+}
+
+// memoryLimit is the runtime's soft memory limit (GOMEMLIMIT) in bytes,
+// "none" when there is none.
+func memoryLimit() string {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return strconv.FormatInt(l, 10)
+	}
+	return "none"
 }
