@@ -1,4 +1,10 @@
 -- +goose Up
+-- The ACCESS EXCLUSIVE lock below waits for every transaction that uses
+-- mail or outbox, and while it waits every later statement on them waits
+-- behind it: a transaction left open on mail would stall every replica.
+-- So the migration waits at most 3 s for a lock and otherwise fails
+-- (SQLSTATE 55P03, lock timeout), changing nothing; run it again.
+SET LOCAL lock_timeout = '3s';
 -- Room on every page of mail for heap-only (HOT) updates: a send-started
 -- mark that keeps the lease changes no indexed column (store.StartLease),
 -- so PostgreSQL can write the new row version on the same page without
@@ -15,8 +21,8 @@ ALTER TABLE mail SET (fillfactor = 70);
 -- server under a full-speed run, and LZ4 compresses several times faster.
 -- Values written earlier keep their compression; both are read alike.
 -- This is a change of the catalog only (no rewrite), but it takes an
--- ACCESS EXCLUSIVE lock on mail and outbox for that moment, so it waits
--- for transactions that use them and holds back the ones that come after.
+-- ACCESS EXCLUSIVE lock on mail and outbox for that moment (bounded by the
+-- lock timeout above).
 -- +goose StatementBegin
 DO $$
 BEGIN
@@ -31,6 +37,7 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+SET LOCAL lock_timeout = '3s';
 ALTER TABLE outbox ALTER COLUMN payload SET COMPRESSION DEFAULT;
 ALTER TABLE mail ALTER COLUMN body_text SET COMPRESSION DEFAULT,
     ALTER COLUMN body_html SET COMPRESSION DEFAULT,
