@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 // agingStore makes every row a send-started mark finds look as if it had
@@ -21,7 +21,7 @@ import (
 // reply then takes replyDelay more (a slow link to the database).
 type agingStore struct {
 	sender.Store
-	db         *pgxpool.Pool
+	st         *store.Store
 	left       time.Duration
 	replyDelay time.Duration
 	marks      atomic.Int32
@@ -29,10 +29,7 @@ type agingStore struct {
 
 func newAgingStore(t *testing.T, b *bundle, left, replyDelay time.Duration) *agingStore {
 	t.Helper()
-	db, err := pgxpool.New(context.Background(), b.sc.URL)
-	require.NoError(t, err)
-	t.Cleanup(db.Close)
-	return &agingStore{Store: b.sc.Store, db: db, left: left, replyDelay: replyDelay}
+	return &agingStore{Store: b.sc.Store, st: b.sc.Store, left: left, replyDelay: replyDelay}
 }
 
 // FinishAndStart ages the rows of starts, then writes, then delays its
@@ -44,7 +41,7 @@ func (a *agingStore) FinishAndStart(ctx context.Context, as []store.Attempt, sta
 		for i, f := range starts {
 			ids[i] = f.ID
 		}
-		if _, err := a.db.Exec(ctx, `UPDATE mail SET locked_until = now() + $2::interval WHERE id = ANY ($1)`, ids, a.left); err != nil {
+		if err := storetest.SetLeaseLeft(ctx, a.st, ids, a.left); err != nil {
 			return nil, nil, err
 		}
 	}

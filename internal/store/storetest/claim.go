@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,4 +49,16 @@ func ClaimRollback(ctx context.Context, st *store.Store, p store.ClaimParams) (i
 func Analyze(ctx context.Context, st *store.Store) error {
 	_, err := testhook.Pool(st).Exec(ctx, "ANALYZE mail, suppression")
 	return err
+}
+
+// SetLeaseLeft makes the leases of the rows ids end left from now
+// (locked_until = now() + left, database clock), as if they had waited
+// that long since their claim: for tests of what a send-started mark does
+// with an aged lease.
+func SetLeaseLeft(ctx context.Context, st *store.Store, ids []int64, left time.Duration) error {
+	_, err := testhook.Pool(st).Exec(ctx, `UPDATE mail SET locked_until = now() + $2::interval WHERE id = ANY ($1)`, ids, left)
+	if err != nil {
+		return fmt.Errorf("set lease left of %d rows: %w", len(ids), err)
+	}
+	return nil
 }
