@@ -29,6 +29,9 @@ type delivery struct {
 type mailRow struct {
 	status           string
 	sends, ambiguous int
+	// lastError tells who ended the row and how (the worker's
+	// recorded error, or the janitor's verdict), for a failure message.
+	lastError string
 }
 
 // chaosSummary is what the run prints.
@@ -208,8 +211,8 @@ func (r *chaosRig) checkStatus(key string, kind orderKind, m mailRow, ds []deliv
 	var broken []string
 	if m.status == "unknown" && !r.explained(key, ds) {
 		sum.unknownNeverHanded++
-		broken = append(broken, fmt.Sprintf("%s ended unknown (sends %d, ambiguous %d, feedback %v) but no send of it was on the wire at a lost reply, kill or pause",
-			key, m.sends, m.ambiguous, evs))
+		broken = append(broken, fmt.Sprintf("%s ended unknown (sends %d, ambiguous %d, feedback %v, last error %q, %d deliveries at [%s]) "+
+			"but no send of it was on the wire at a lost reply, kill or pause", key, m.sends, m.ambiguous, evs, m.lastError, len(ds), deliveryTimes(ds)))
 	}
 	if m.status == "failed" && len(ds) > 0 {
 		sum.failedDelivered++
@@ -337,10 +340,10 @@ func deliveryTimes(ds []delivery) string {
 // mailRows returns every mail's end state by dedupe key.
 func (r *chaosRig) mailRows() map[string]mailRow {
 	out := map[string]mailRow{}
-	r.query(`SELECT dedupe_key, status, sends, ambiguous FROM mail`, func(scan func(...any) error) {
+	r.query(`SELECT dedupe_key, status, sends, ambiguous, COALESCE(last_error, '') FROM mail`, func(scan func(...any) error) {
 		var k string
 		var m mailRow
-		require.NoError(r.t, scan(&k, &m.status, &m.sends, &m.ambiguous))
+		require.NoError(r.t, scan(&k, &m.status, &m.sends, &m.ambiguous, &m.lastError))
 		out[k] = m
 	})
 	return out
