@@ -12,7 +12,7 @@ import (
 // times what is live before a collection, where Go's default of 100 lets
 // it grow to twice. Measured with `make bench` (BenchmarkEndToEnd at full
 // speed, two runs each): the process spent about 10% less CPU per mail
-// (445 against 403 µs) and delivered about 5% more mails per second. The
+// (449 against 404 µs) and delivered about 5% more mails per second. The
 // price is memory: the heap's peak grows by about what is live, a few
 // megabytes here (README, "Benchmarks"). GOMEMLIMIT still bounds it: the
 // collector runs more often as the heap nears the limit, whatever GOGC

@@ -31,9 +31,10 @@ type startReply struct {
 
 // commit writes out (may be nil) and marks j's send as started (j may be
 // nil), and waits for the commit. It reports the row's counters and its
-// lease end after the mark (startLease); ok is false when j's send must not start: its lease
-// was lost, a cancel was requested, or the pool is stopping while the
-// database refuses the write. out's row is disowned once written.
+// lease end after the mark (startLease); ok is false when j's send must
+// not start: its lease was lost, a cancel was requested, or the pool is
+// stopping while the database refuses the write. out's row is disowned
+// once written.
 func (p *Pool) commit(out *result, j *job) (store.Started, time.Time, bool) {
 	req := &writeRequest{out: out, start: j, reply: make(chan startReply, 1)}
 	p.writes <- req
