@@ -109,7 +109,10 @@ type AMQP struct {
 type Sender struct {
 	// Provider is "smtp" or "resend".
 	Provider string `mapstructure:"provider" yaml:"provider"`
-	// Workers is the number of concurrent send workers.
+	// Workers is the number of concurrent send workers, each with its own
+	// provider session (one SMTP connection each). It bounds the group
+	// commit too: a worker waits for its outcome to commit before its next
+	// send, so one transaction records at most Workers outcomes.
 	Workers int `mapstructure:"workers" yaml:"workers"`
 	// BatchSize is the most rows one claim takes.
 	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`

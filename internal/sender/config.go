@@ -13,7 +13,8 @@ import (
 // Config configures a Pool. The keys are those of the `sender` section of
 // configs/mailsvc.yaml; the daemon copies them (internal/app, configmap.go).
 type Config struct {
-	// Workers is the number of concurrent send workers (default 8).
+	// Workers is the number of concurrent send workers, one provider session
+	// each (default 16).
 	Workers int
 	// BatchSize is the most rows one claim takes (default 50). A claim never
 	// takes more rows than there are idle workers, so no claimed row waits.
@@ -105,7 +106,7 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	if c.Workers == 0 {
-		c.Workers = 8
+		c.Workers = 16
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 50
