@@ -1,23 +1,39 @@
 package e2e
 
 import (
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/mailsvc/mailsvc/internal/config"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestBenchDefaultsAreTheConfigDefaults keeps BenchmarkEndToEnd's
 // "defaults" rows honest: they must run with the values a user gets when
-// the config sets nothing (internal/config's defaults), or the figures
-// describe a configuration nobody runs.
+// the config sets nothing (what `mailsvc config check` prints with only
+// mail.from set), or the figures describe a configuration nobody runs.
 func TestBenchDefaultsAreTheConfigDefaults(t *testing.T) {
-	env := map[string]string{"MAILSVC_MAIL_FROM": "Shop <orders@example.com>"}
-	c, err := config.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	cmd := exec.Command(binPath, "config", "check")
+	cmd.Env = []string{"MAILSVC_MAIL_FROM=Shop <orders@example.com>"}
+	out, err := cmd.Output()
+	require.NoError(t, err, "mailsvc config check: %s", out)
+	var c struct {
+		AMQP struct {
+			Prefetch  int `yaml:"prefetch"`
+			BatchSize int `yaml:"batch_size"`
+		} `yaml:"amqp"`
+		Sender struct {
+			Workers      int    `yaml:"workers"`
+			BatchSize    int    `yaml:"batch_size"`
+			PollInterval string `yaml:"poll_interval"`
+		} `yaml:"sender"`
+	}
+	require.NoError(t, yaml.Unmarshal(out, &c), "%s", out)
+	poll, err := time.ParseDuration(c.Sender.PollInterval)
 	require.NoError(t, err)
 	got := benchSettings{name: defaultSettings.name, workers: c.Sender.Workers, sendBatch: c.Sender.BatchSize,
-		prefetch: c.AMQP.Prefetch, ingestBatch: c.AMQP.BatchSize, poll: c.Sender.PollInterval}
+		prefetch: c.AMQP.Prefetch, ingestBatch: c.AMQP.BatchSize, poll: poll}
 	require.Equal(t, got, defaultSettings)
 	mark := markPerRowSettings
 	mark.name, mark.markPerRow = defaultSettings.name, false
