@@ -112,7 +112,9 @@ type Sender struct {
 	// Workers is the number of concurrent send workers, each with its own
 	// provider session (one SMTP connection each). It bounds the group
 	// commit too: a worker waits for its outcome to commit before its next
-	// send, so one transaction records at most Workers outcomes.
+	// send, so one transaction records at most Workers outcomes. More
+	// than the relay's limit of connections per client costs attempts: a
+	// refused connection is a failed send.
 	Workers int `mapstructure:"workers" yaml:"workers"`
 	// BatchSize is the most rows one claim takes.
 	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`

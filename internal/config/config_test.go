@@ -197,7 +197,7 @@ func TestShippedConfigFilesLoad(t *testing.T) {
 	}
 	c, err := config.Load("../../configs/mailsvc.yaml", envOf(valid))
 	require.NoError(t, err)
-	require.Equal(t, 16, c.Sender.Workers)
+	require.Equal(t, 8, c.Sender.Workers)
 }
 
 func TestMailsvcYAMLDocumentsEveryKey(t *testing.T) {

@@ -45,7 +45,7 @@ var defaults = map[string]any{
 	"amqp.management_url":               "",
 
 	"sender.provider":          "smtp",
-	"sender.workers":           16,
+	"sender.workers":           8,
 	"sender.batch_size":        50,
 	"sender.lease":             2 * time.Minute,
 	"sender.send_timeout":      30 * time.Second,

@@ -14,7 +14,7 @@ import (
 // configs/mailsvc.yaml; the daemon copies them (internal/app, configmap.go).
 type Config struct {
 	// Workers is the number of concurrent send workers, one provider session
-	// each (default 16).
+	// each (default 8).
 	Workers int
 	// BatchSize is the most rows one claim takes (default 50). A claim never
 	// takes more rows than there are idle workers, so no claimed row waits.
@@ -106,7 +106,7 @@ func (c Config) WithDefaults() Config {
 		}
 	}
 	if c.Workers == 0 {
-		c.Workers = 16
+		c.Workers = 8
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 50
