@@ -48,6 +48,10 @@ type attempt struct {
 type verdict struct {
 	Outcome string
 	Record  store.Outcome
+	// refused is set when the provider refused the worker's session
+	// (TroubleBusy): the worker waits before it dials again. At the
+	// provider's cap of sessions (gate.atCap) the mail went back unspent.
+	refused bool
 }
 
 // resendIsSafe reports whether sending the mail again cannot deliver it

@@ -57,6 +57,12 @@ type Metrics struct {
 	// Throttled is mailsvc_provider_throttled_total{provider}: sends the
 	// provider refused for its rate limit or quota (HTTP 429); not attempts.
 	Throttled *prometheus.CounterVec
+	// SessionsRefused is mailsvc_provider_sessions_refused_total{provider}:
+	// new sessions the provider refused before any mail was sent
+	// (sender.TroubleBusy: an SMTP 4xx reply to the greeting), and of
+	// them at_cap="true" the ones refused while other sessions delivered
+	// (its cap of connections per client; the mail went back unspent).
+	SessionsRefused *prometheus.CounterVec
 	// ConfigFailures is mailsvc_provider_config_failures_total{provider}:
 	// sends that failed on the configuration or the provider's reachability
 	// (what opens the breaker).
@@ -128,6 +134,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_provider_throttled_total",
 			Help: "Sends the provider refused for its rate limit or sending quota (HTTP 429); the mail waits, no attempt spent.",
 		}, []string{"provider"}),
+		SessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_sessions_refused_total",
+			Help: "New sessions the provider refused before any mail was sent (SMTP 4xx at the greeting); at_cap=true while other sessions delivered: sender.workers is above its limit of connections per client, the mail waits, no attempt spent.",
+		}, []string{"provider", "at_cap"}),
 		ConfigFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_provider_config_failures_total",
 			Help: "Sends that failed on the provider's configuration or reachability (authentication, TLS, connection refused).",
@@ -139,6 +149,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, p := range Providers {
 		m.Throttled.WithLabelValues(p)
+		m.SessionsRefused.WithLabelValues(p, "true")
+		m.SessionsRefused.WithLabelValues(p, "false")
 		m.ConfigFailures.WithLabelValues(p)
 		for _, r := range mailtype.PauseReasons {
 			m.Paused.WithLabelValues(p, string(r))
@@ -157,7 +169,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
-			m.Paused, m.Throttled, m.ConfigFailures, m.Failovers)
+			m.Paused, m.Throttled, m.SessionsRefused, m.ConfigFailures, m.Failovers)
 	}
 	return m
 }

@@ -131,6 +131,15 @@ const (
 	// ones across replicas open the circuit breaker
 	// (sender.breaker_threshold).
 	TroubleConfig Trouble = "config"
+	// TroubleBusy: the provider refused a new session for now, before any
+	// part of a mail was sent: an SMTP 4xx reply to the greeting (RFC 5321
+	// §3.1 and §4.2.5: 421 "Service not available, closing transmission
+	// channel"), which relays that cap connections per client give to the
+	// connections above their cap. The refused worker waits before it
+	// dials again. While the provider took a mail through another session
+	// within busyWindow, the mail goes back to pending unspent; else it is
+	// an ordinary transient failure (the relay may be down).
+	TroubleBusy Trouble = "busy"
 )
 
 // ProviderError marks a failed send whose cause is a Trouble. Providers

@@ -2,9 +2,11 @@ package sender
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
@@ -66,6 +68,7 @@ func (p *Pool) runWorker(soft, hard context.Context) {
 	}
 	defer s.close()
 	var out *result
+	refusals := 0
 	for {
 		j, ok := p.next(out != nil)
 		switch {
@@ -79,8 +82,36 @@ func (p *Pool) runWorker(soft, hard context.Context) {
 			out = nil
 		default:
 			out = p.work(soft, hard, s, j, out)
+			if out != nil && out.v.refused {
+				refusals++
+				p.waitToDial(soft, out, refusals)
+				out = nil
+			} else if out != nil && out.v.Outcome == OutcomeSent {
+				refusals = 0
+			}
 		}
 	}
+}
+
+// maxDialWait is the longest a worker whose session the provider refused
+// at its cap waits before it takes another mail (and dials again).
+const maxDialWait = 30 * time.Second
+
+// waitToDial writes out, the outcome of a mail whose session the provider
+// refused (TroubleBusy: unspent at its cap of sessions, else a transient
+// failure), and waits before the worker takes another mail: up to a
+// second after the first refusal in a row, doubling up to maxDialWait
+// (backoff.Delay: half to all of it). Without the wait, a refused worker,
+// free again at once, would take most of the mails and pass each back.
+func (p *Pool) waitToDial(soft context.Context, out *result, refusals int) {
+	p.commit(out, nil)
+	d := backoff.Delay(refusals, time.Second, maxDialWait)
+	if refusals == 1 && out.v.Record.Release {
+		p.log.Warn("the provider refused a new session while others deliver (is sender.workers above its limit of "+
+			"connections per client?); the mail goes back unspent and this worker waits before it dials again",
+			append(out.j.logAttrs(), "wait", d, "error", out.v.Record.Error)...)
+	}
+	sleep(soft, d)
 }
 
 // next takes the next queued job; with pending set it does not wait (nil
@@ -284,9 +315,15 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) 
 	m := &j.mail
 	a := g.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
 	trouble, after := TroubleOf(err)
+	atCap := g.atCap(err)
 	switch {
 	case err == nil || provesConfig(err):
+		if err == nil {
+			g.tookMail()
+		}
 		g.recovered(j.probe == g)
+	case trouble == TroubleBusy:
+		p.metrics.SessionsRefused.WithLabelValues(g.name, strconv.FormatBool(atCap)).Inc()
 	case trouble == TroubleRateLimited:
 		p.metrics.Throttled.WithLabelValues(g.name).Inc()
 		g.pause(mailtype.PauseRateLimited, max(after, time.Second), mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
@@ -299,9 +336,13 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) 
 		g.failure(mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
 	}
 	v := decide(err, r, a)
-	if j.probe == g && trouble != "" {
+	switch {
+	case j.probe == g && trouble != "":
 		v = unspentVerdict(err, a, g.probeInterval(g.reason()))
+	case atCap:
+		v = unspentVerdict(err, a, time.Second)
 	}
+	v.refused = trouble == TroubleBusy
 	if g != p.primary() && !v.Record.Release {
 		v.Record.FailoverFrom = p.primary().name
 	}

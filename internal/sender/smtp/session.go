@@ -141,7 +141,7 @@ func (s *session) handshake(ctx context.Context, raw net.Conn) (*gosmtp.Client, 
 	}
 	client, err := gosmtp.NewClient(conn, s.p.cfg.Host)
 	if err != nil {
-		return nil, tlsTrouble(dialError(ctx, mailtype.ReasonConnect, "greeting", err))
+		return nil, greetingError(dialError(ctx, mailtype.ReasonConnect, "greeting", err))
 	}
 	if err := client.Hello(s.p.cfg.HELO); err != nil {
 		return nil, tlsTrouble(dialError(ctx, mailtype.ReasonConnect, "ehlo", err))
@@ -191,6 +191,16 @@ func tlsError(ctx context.Context, phase string, err error) error {
 // trouble (reason tls: the server refused the client certificate, which
 // under TLS 1.3 surfaces with the greeting or the EHLO; no common version)
 // a configuration failure the breaker counts: every mail would meet it.
+// greetingError is e, a failed greeting: a 4xx reply refused the session
+// for now (sender.TroubleBusy: a relay's cap of connections per client
+// answers so), a TLS failure is the configuration's trouble.
+func greetingError(e *mailtype.Error) error {
+	if c := e.Detail.SMTPCode; c >= 400 && c < 500 {
+		return &sender.ProviderError{Trouble: sender.TroubleBusy, Err: e}
+	}
+	return tlsTrouble(e)
+}
+
 func tlsTrouble(e *mailtype.Error) error {
 	if e.Reason == mailtype.ReasonTLS {
 		return configError(e)

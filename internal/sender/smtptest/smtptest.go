@@ -127,6 +127,11 @@ type Options struct {
 	// a message (the final dot) before it answers 250: the window in
 	// which a crash of the client leaves a delivered mail unrecorded.
 	DataDelay time.Duration
+	// MaxConnections, when positive, is the most sessions the server
+	// holds at once: a connection beyond it gets "421 4.4.5 Too many
+	// connections from your host" as its greeting and is closed, as relays
+	// that cap connections per client answer (SocketLabs, for one).
+	MaxConnections int
 	// LoseReplyFor, when set, is asked for every recipient of a message;
 	// for a recipient it reports true for, the server takes the message
 	// and never replies (like Hang at Data), on every attempt.
@@ -162,6 +167,10 @@ type Server struct {
 	ca    *tls.Config // client side
 	mails atomic.Int64
 	taken atomic.Int64
+	// open counts the sessions held now; refused the connections that
+	// MaxConnections turned away.
+	open    atomic.Int64
+	refused atomic.Int64
 	// delaying counts replies held by a Delay now; closed ends them.
 	delaying atomic.Int64
 	closed   chan struct{}
@@ -301,6 +310,16 @@ func (l *listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		if max := l.s.opts.MaxConnections; max > 0 {
+			if l.s.open.Add(1) > int64(max) {
+				l.s.open.Add(-1)
+				l.s.refused.Add(1)
+				_, _ = io.WriteString(c, "421 4.4.5 Too many connections from your host\r\n")
+				_ = c.Close()
+				continue
+			}
+			c = &heldConn{Conn: c, open: &l.s.open}
+		}
 		f, ok := l.s.next(Greeting)
 		if ok && f.kind == kindDelay {
 			l.s.delay(f.delay) // holds back the accepts behind it too
@@ -323,6 +342,21 @@ func (l *listener) Accept() (net.Conn, error) {
 		}
 	}
 }
+
+// heldConn is a session counted against MaxConnections until it closes.
+type heldConn struct {
+	net.Conn
+	open *atomic.Int64
+	once sync.Once
+}
+
+func (c *heldConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// Refused is how many connections MaxConnections turned away.
+func (s *Server) Refused() int { return int(s.refused.Load()) }
 
 // no8bit hides the 8BITMIME capability from the EHLO reply.
 type no8bit struct{ net.Conn }
