@@ -60,11 +60,11 @@ type gate struct {
 	batch    int
 	late     time.Duration
 
-	// delivered is when (unix nanoseconds, local clock) the provider last
-	// took a mail through any session of this pool: while it is recent, a
-	// refused session (TroubleBusy) is the provider's cap of sessions, not
-	// an outage.
-	delivered atomic.Int64
+	// live counts the pool's sessions of this provider whose last send
+	// succeeded (a session that failed is replaced, see liveSession):
+	// while one is live, a refused session (TroubleBusy) is the
+	// provider's cap of sessions, not an outage.
+	live atomic.Int64
 
 	mu      sync.Mutex
 	state   store.ProviderState
@@ -74,21 +74,12 @@ type gate struct {
 	waiting int
 }
 
-// busyWindow is how recent a delivery through another session must be for
-// a refused session (TroubleBusy) to count as the provider's cap of
-// sessions: long enough to span a refused worker's longest wait before it
-// dials again (maxDialWait), short enough that an outage soon counts again.
-const busyWindow = time.Minute
-
-// tookMail records that the provider took a mail now.
-func (g *gate) tookMail() { g.delivered.Store(time.Now().UnixNano()) }
-
-// atCap reports whether err is a session the provider refused while it
-// took another mail within busyWindow: its cap of sessions, not an outage.
+// atCap reports whether err is a session the provider refused while
+// another session of this pool is live: its cap of sessions, not an
+// outage.
 func (g *gate) atCap(err error) bool {
 	t, _ := TroubleOf(err)
-	last := g.delivered.Load()
-	return t == TroubleBusy && last != 0 && time.Since(time.Unix(0, last)) < busyWindow
+	return t == TroubleBusy && g.live.Load() > 0
 }
 
 func newGate(prov Provider, cfg Config, st ProviderStore, tmpl TemplateSettings, m *Metrics, log *slog.Logger) *gate {

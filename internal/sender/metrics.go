@@ -60,8 +60,9 @@ type Metrics struct {
 	// SessionsRefused is mailsvc_provider_sessions_refused_total{provider}:
 	// new sessions the provider refused before any mail was sent
 	// (sender.TroubleBusy: an SMTP 4xx reply to the greeting), and of
-	// them at_cap="true" the ones refused while other sessions delivered
-	// (its cap of connections per client; the mail went back unspent).
+	// them at_cap="true" the ones refused while another session of the
+	// pool was live (its cap of connections per client; the mail went back
+	// unspent).
 	SessionsRefused *prometheus.CounterVec
 	// ConfigFailures is mailsvc_provider_config_failures_total{provider}:
 	// sends that failed on the configuration or the provider's reachability
@@ -136,7 +137,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provider"}),
 		SessionsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_provider_sessions_refused_total",
-			Help: "New sessions the provider refused before any mail was sent (SMTP 4xx at the greeting); at_cap=true while other sessions delivered: sender.workers is above its limit of connections per client, the mail waits, no attempt spent.",
+			Help: "New sessions the provider refused before any mail was sent (SMTP 4xx at the greeting); at_cap=true while another session was live: sender.workers is above its limit of connections per client, the mail waits, no attempt spent.",
 		}, []string{"provider", "at_cap"}),
 		ConfigFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_provider_config_failures_total",

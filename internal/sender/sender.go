@@ -136,9 +136,10 @@ const (
 	// §3.1 and §4.2.5: 421 "Service not available, closing transmission
 	// channel"), which relays that cap connections per client give to the
 	// connections above their cap. The refused worker waits before it
-	// dials again. While the provider took a mail through another session
-	// within busyWindow, the mail goes back to pending unspent; else it is
-	// an ordinary transient failure (the relay may be down).
+	// dials again. While another session of the pool is live (its last
+	// send through the provider succeeded), the mail goes back to pending
+	// unspent; else it is an ordinary transient failure (the relay may be
+	// down).
 	TroubleBusy Trouble = "busy"
 )
 

@@ -62,13 +62,10 @@ func (p *Pool) margin() time.Duration {
 // after its previous outcome committed: at any instant at most one
 // accepted, unrecorded mail per worker exists.
 func (p *Pool) runWorker(soft, hard context.Context) {
-	s := make(sessions, len(p.gates))
-	for i, g := range p.gates {
-		s[i] = g.prov.NewSession()
-	}
+	s := newSessions(p.gates)
 	defer s.close()
 	var out *result
-	refusals := 0
+	refusals, warned := 0, false
 	for {
 		j, ok := p.next(out != nil)
 		switch {
@@ -84,10 +81,10 @@ func (p *Pool) runWorker(soft, hard context.Context) {
 			out = p.work(soft, hard, s, j, out)
 			if out != nil && out.v.refused {
 				refusals++
-				p.waitToDial(soft, out, refusals)
+				warned = p.waitToDial(soft, out, refusals, warned)
 				out = nil
 			} else if out != nil && out.v.Outcome == OutcomeSent {
-				refusals = 0
+				refusals, warned = 0, false
 			}
 		}
 	}
@@ -103,15 +100,19 @@ const maxDialWait = 30 * time.Second
 // second after the first refusal in a row, doubling up to maxDialWait
 // (backoff.Delay: half to all of it). Without the wait, a refused worker,
 // free again at once, would take most of the mails and pass each back.
-func (p *Pool) waitToDial(soft context.Context, out *result, refusals int) {
+// It warns once per streak of refusals, at the first one at the cap, and
+// returns whether it has warned.
+func (p *Pool) waitToDial(soft context.Context, out *result, refusals int, warned bool) bool {
 	p.commit(out, nil)
 	d := backoff.Delay(refusals, time.Second, maxDialWait)
-	if refusals == 1 && out.v.Record.Release {
+	if !warned && out.v.Record.Release {
 		p.log.Warn("the provider refused a new session while others deliver (is sender.workers above its limit of "+
 			"connections per client?); the mail goes back unspent and this worker waits before it dials again",
-			append(out.j.logAttrs(), "wait", d, "error", out.v.Record.Error)...)
+			"dedupe_key", out.j.mail.DedupeKey, "event_id", out.j.mail.EventID, "wait", d, "error", out.v.Record.Error)
+		warned = true
 	}
 	sleep(soft, d)
+	return warned
 }
 
 // next takes the next queued job; with pending set it does not wait (nil
@@ -270,7 +271,9 @@ func (p *Pool) sendVia(hard context.Context, s sessions, j *job, g *gate, st sto
 	p.log.Warn("failover: the primary provider did not take the mail; sending it through the fallback",
 		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
 	r, err = p.call(hard, s, fb, j, deadline)
-	return p.outcome(fb, j, st, err, r)
+	fv := p.outcome(fb, j, st, err, r)
+	fv.refused = fv.refused || v.refused // the primary refused this worker's session: it still waits to dial
+	return fv
 }
 
 // failoverTo returns the fallback that takes j after err from g, nil when
@@ -284,8 +287,8 @@ func (p *Pool) failoverTo(g *gate, j *job, err error) *gate {
 		!mailtype.Reroutable(err) || fb.paused() {
 		return nil
 	}
-	if t, _ := TroubleOf(err); t == TroubleRateLimited {
-		return nil
+	if t, _ := TroubleOf(err); t == TroubleRateLimited || g.atCap(err) {
+		return nil // the provider works: the mail waits for it, unspent
 	}
 	return fb
 }
@@ -295,7 +298,9 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 	sendCtx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	start := time.Now()
-	r, err := s.of(p, g).Send(sendCtx, p.message(&j.mail))
+	ls := s.of(p, g)
+	r, err := ls.Send(sendCtx, p.message(&j.mail))
+	ls.settle(err == nil)
 	p.metrics.Duration.WithLabelValues(g.name).Observe(time.Since(start).Seconds())
 	if err == nil {
 		p.metrics.DeliveryLag.Observe(max(0, time.Since(j.mail.OccurredAt).Seconds()))
@@ -318,9 +323,6 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) 
 	atCap := g.atCap(err)
 	switch {
 	case err == nil || provesConfig(err):
-		if err == nil {
-			g.tookMail()
-		}
 		g.recovered(j.probe == g)
 	case trouble == TroubleBusy:
 		p.metrics.SessionsRefused.WithLabelValues(g.name, strconv.FormatBool(atCap)).Inc()
@@ -362,9 +364,37 @@ func provesConfig(err error) bool {
 }
 
 // sessions are a worker's sessions, one per gate of the pool.
-type sessions []Session
+type sessions []*liveSession
 
-func (s sessions) of(p *Pool, g *gate) Session {
+// liveSession is a worker's session of one provider and whether its last
+// send succeeded, which it counts in its gate's live while so (a failed
+// send replaces an SMTP connection, so a failure ends the count).
+type liveSession struct {
+	Session
+	g    *gate
+	live bool
+}
+
+// settle records whether the session's last send succeeded.
+func (l *liveSession) settle(ok bool) {
+	switch {
+	case ok && !l.live:
+		l.g.live.Add(1)
+	case !ok && l.live:
+		l.g.live.Add(-1)
+	}
+	l.live = ok
+}
+
+func newSessions(gates []*gate) sessions {
+	s := make(sessions, len(gates))
+	for i, g := range gates {
+		s[i] = &liveSession{Session: g.prov.NewSession(), g: g}
+	}
+	return s
+}
+
+func (s sessions) of(p *Pool, g *gate) *liveSession {
 	for i, pg := range p.gates {
 		if pg == g {
 			return s[i]
@@ -375,6 +405,7 @@ func (s sessions) of(p *Pool, g *gate) Session {
 
 func (s sessions) close() {
 	for _, x := range s {
+		x.settle(false)
 		_ = x.Close()
 	}
 }
