@@ -2,7 +2,9 @@ package sender_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +213,135 @@ func TestIdleSessionStillMarksTheCap(t *testing.T) {
 	require.Equal(t, 3, b.srv.Count())
 	require.EqualValues(t, b.srv.Refused(), value(m.SessionsRefused.WithLabelValues("smtp", "true")))
 	require.Zero(t, value(m.SessionsRefused.WithLabelValues("smtp", "false")))
+}
+
+// TestReconnectRefusedByItsOwnClosingConnection: one worker, a relay that
+// holds one session per client (workers within the cap). The relay ends
+// the worker's reused connection with a 421 at MAIL FROM (a limit of
+// messages per connection, RFC 5321 4.2.2); Send redials at once within
+// the same call (deadBeforeTransaction), while the relay may still count
+// the old connection: the redial meets the cap (421 at the greeting). The
+// session that fills the cap is the worker's own, live a moment ago: that
+// is the cap, so the mail goes back unspent (max_attempts 1: not failed).
+// Whether the relay still counts the old connection at the redial is a
+// race (about half the runs); the counts hold either way.
+func TestReconnectRefusedByItsOwnClosingConnection(t *testing.T) {
+	b := setup(t, smtptest.Options{MaxConnections: 1})
+	first := b.insert(t, "0")
+	cfg := testConfig()
+	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = 1, 1, 1
+	p, m := b.start(t, cfg, sender.Deps{})
+	b.waitRow(t, first, mailtype.StatusSent, 1)
+	b.srv.Inject(smtptest.Mail, smtptest.Reply(421, "4.7.0 too many messages on this connection"))
+	b.insert(t, "1")
+	p.Wake()
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status <> 'pending' AND status <> 'sending'`) == 2
+	}, 20*time.Second, 10*time.Millisecond)
+	t.Logf("refused %d, at cap %v, not %v", b.srv.Refused(),
+		value(m.SessionsRefused.WithLabelValues("smtp", "true")), value(m.SessionsRefused.WithLabelValues("smtp", "false")))
+	require.EqualValues(t, 2, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND sends = 1`),
+		"a reconnect refused because the relay still counted the worker's own old connection cost the mail its only attempt")
+	require.Equal(t, 2, b.srv.Count())
+}
+
+// scriptedProvider's sessions answer each send with the next error of
+// errs (nil: accepted), then with last forever.
+type scriptedProvider struct {
+	mu   sync.Mutex
+	errs []error
+	last error
+	n    int
+}
+
+func (p *scriptedProvider) Name() string                     { return "smtp" }
+func (p *scriptedProvider) IdempotencyWindow() time.Duration { return 0 }
+func (p *scriptedProvider) NewSession() sender.Session       { return scriptedSession{p} }
+
+type scriptedSession struct{ p *scriptedProvider }
+
+func (s scriptedSession) Send(context.Context, *sender.Message) (sender.Receipt, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.p.n++
+	if len(s.p.errs) > 0 {
+		err := s.p.errs[0]
+		s.p.errs = s.p.errs[1:]
+		return sender.Receipt{}, err
+	}
+	return sender.Receipt{}, s.p.last
+}
+
+func (s scriptedSession) Close() error { return nil }
+
+func busyErr() error {
+	return &sender.ProviderError{Trouble: sender.TroubleBusy,
+		Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonConnect, errors.New("greeting: 421 4.3.2 service not available"))}
+}
+
+func configErr() error {
+	return &sender.ProviderError{Trouble: sender.TroubleConfig,
+		Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonConnect, errors.New("connect: connection refused"))}
+}
+
+// TestProbeRefusedWithNoLiveSessionIsNoCapWarning: one worker, the relay
+// refuses connections (the breaker opens after 3), then answers every
+// probe with a 421 greeting. No session is live at any time
+// (at_cap="false" only): the probe's unspent verdict must not log the cap
+// warning, which would point the operator at sender.workers for a relay
+// that is down.
+func TestProbeRefusedWithNoLiveSessionIsNoCapWarning(t *testing.T) {
+	b := setup(t, smtptest.Options{})
+	for i := range 4 {
+		b.insert(t, fmt.Sprint(i))
+	}
+	prov := &scriptedProvider{errs: []error{configErr(), configErr(), configErr()}, last: busyErr()}
+	var logs logLines
+	_, m := b.start(t, breakerConfig(), sender.Deps{Provider: prov, Log: logs.logger()})
+	// The one worker is sequential: its second probe refusal is counted
+	// only after the first one's waitToDial logged (or not).
+	require.Eventually(t, func() bool { return value(m.SessionsRefused.WithLabelValues("smtp", "false")) >= 2 },
+		15*time.Second, 5*time.Millisecond)
+	require.Zero(t, value(m.SessionsRefused.WithLabelValues("smtp", "true")), "no session was ever live")
+	require.Len(t, logs.records(t, capWarning), 0, "the cap warning for a probe refused by a relay that has no session of ours")
+}
+
+// TestRelayDropsIdleThenRefusesAllEndsFailed: 6 workers deliver (most of
+// them end live), then the relay drops every reused connection at MAIL
+// FROM and refuses every new one with 421 at the greeting. Every live
+// session's next send ends its liveness, so the refusals stop being the
+// cap and max_attempts ends the new mails failed.
+func TestRelayDropsIdleThenRefusesAllEndsFailed(t *testing.T) {
+	const warm, down, workers = 24, 6, 6
+	b := setup(t, smtptest.Options{DataDelay: 20 * time.Millisecond})
+	for i := range warm {
+		b.insert(t, fmt.Sprint(i))
+	}
+	cfg := testConfig()
+	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = workers, 6, 2
+	cfg.Lease, cfg.SendTimeout = 10*time.Second, 2*time.Second
+	p, m := b.start(t, cfg, sender.Deps{})
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == warm
+	}, 15*time.Second, 10*time.Millisecond)
+	var mail, greet []smtptest.Fault
+	for range 1000 {
+		mail = append(mail, smtptest.Drop())
+		greet = append(greet, smtptest.Reply(421, "4.3.2 service not available"))
+	}
+	b.srv.Inject(smtptest.Mail, mail...)
+	b.srv.Inject(smtptest.Greeting, greet...)
+	for i := range down {
+		b.insert(t, fmt.Sprint(100+i))
+	}
+	p.Wake()
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed'`) == down
+	}, 60*time.Second, 10*time.Millisecond)
+	t.Logf("refused at cap %v, not %v", value(m.SessionsRefused.WithLabelValues("smtp", "true")), value(m.SessionsRefused.WithLabelValues("smtp", "false")))
+	require.Equal(t, warm, b.srv.Count())
+	require.EqualValues(t, down, b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed' AND sends = 2`))
+	require.EqualValues(t, down, b.events(t, mailtype.EmailFailed))
+	require.EqualValues(t, warm, b.events(t, mailtype.EmailSent))
+	require.Zero(t, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sending'`))
 }

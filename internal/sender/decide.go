@@ -49,9 +49,10 @@ type verdict struct {
 	Outcome string
 	Record  store.Outcome
 	// refused is set when the provider refused the worker's session
-	// (TroubleBusy): the worker waits before it dials again. At the
-	// provider's cap of sessions (gate.atCap) the mail went back unspent.
-	refused bool
+	// (TroubleBusy): the worker waits before it dials again. atCap is set
+	// when that was the provider's cap of sessions (reply.atCap): the mail
+	// went back unspent.
+	refused, atCap bool
 }
 
 // resendIsSafe reports whether sending the mail again cannot deliver it

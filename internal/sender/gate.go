@@ -74,9 +74,9 @@ type gate struct {
 	waiting int
 }
 
-// atCap reports whether err is a session the provider refused while
-// another session of this pool is live: its cap of sessions, not an
-// outage.
+// atCap reports whether err is a session the provider refused while a
+// session of this pool is live: its cap of sessions, not an outage. The
+// caller asks before it settles its own session (reply.atCap).
 func (g *gate) atCap(err error) bool {
 	t, _ := TroubleOf(err)
 	return t == TroubleBusy && g.live.Load() > 0

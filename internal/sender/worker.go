@@ -105,7 +105,7 @@ const maxDialWait = 30 * time.Second
 func (p *Pool) waitToDial(soft context.Context, out *result, refusals int, warned bool) bool {
 	p.commit(out, nil)
 	d := backoff.Delay(refusals, time.Second, maxDialWait)
-	if !warned && out.v.Record.Release {
+	if !warned && out.v.atCap {
 		p.log.Warn("the provider refused a new session while others deliver (is sender.workers above its limit of "+
 			"connections per client?); the mail goes back unspent and this worker waits before it dials again",
 			"dedupe_key", out.j.mail.DedupeKey, "event_id", out.j.mail.EventID, "wait", d, "error", out.v.Record.Error)
@@ -247,12 +247,12 @@ func (p *Pool) send(hard context.Context, s sessions, j *job, g *gate, st store.
 // did not take the mail in a way that proves nothing was sent, through the
 // fallback provider (one span, send's, covers both).
 func (p *Pool) sendVia(hard context.Context, s sessions, j *job, g *gate, st store.Started, deadline, leaseEnd time.Time) verdict {
-	r, err := p.call(hard, s, g, j, deadline)
-	fb := p.failoverTo(g, j, err)
+	rp := p.call(hard, s, g, j, deadline)
+	fb := p.failoverTo(g, j, rp)
+	v := p.outcome(g, j, st, rp)
 	if fb == nil {
-		return p.outcome(g, j, st, err, r)
+		return v
 	}
-	v := p.outcome(g, j, st, err, r)
 	deadline = time.Now().Add(p.cfg.SendTimeout)
 	if deadline.Add(p.margin()).After(leaseEnd) {
 		return v
@@ -269,9 +269,8 @@ func (p *Pool) sendVia(hard context.Context, s sessions, j *job, g *gate, st sto
 	}
 	p.metrics.Failovers.WithLabelValues(g.name, fb.name).Inc()
 	p.log.Warn("failover: the primary provider did not take the mail; sending it through the fallback",
-		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
-	r, err = p.call(hard, s, fb, j, deadline)
-	fv := p.outcome(fb, j, st, err, r)
+		append(j.logAttrs(), "from", g.name, "to", fb.name, "error", mailtype.Sanitize(rp.err.Error(), p.cfg.Secrets...))...)
+	fv := p.outcome(fb, j, st, p.call(hard, s, fb, j, deadline))
 	fv.refused = fv.refused || v.refused // the primary refused this worker's session: it still waits to dial
 	return fv
 }
@@ -281,25 +280,39 @@ func (p *Pool) sendVia(hard context.Context, s sessions, j *job, g *gate, st sto
 // outcome and not a probe, after a failure that proves nothing was sent
 // (mailtype.Reroutable) other than a rate limit, to a fallback that is not
 // paused.
-func (p *Pool) failoverTo(g *gate, j *job, err error) *gate {
+func (p *Pool) failoverTo(g *gate, j *job, rp reply) *gate {
 	fb := p.fallback()
+	err := rp.err
 	if fb == nil || g != p.primary() || err == nil || j.probe != nil || j.mail.Ambiguous > 0 ||
 		!mailtype.Reroutable(err) || fb.paused() {
 		return nil
 	}
-	if t, _ := TroubleOf(err); t == TroubleRateLimited || g.atCap(err) {
+	if t, _ := TroubleOf(err); t == TroubleRateLimited || rp.atCap {
 		return nil // the provider works: the mail waits for it, unspent
 	}
 	return fb
 }
 
+// reply is what one provider call returned. atCap is set when the
+// provider refused the session (TroubleBusy) while a session of the pool
+// was live before the call, this worker's own included: a relay may still
+// count the connection a redial replaces, so the worker's own live session
+// refused at its redial is the cap too, once (the failure ends its
+// liveness).
+type reply struct {
+	r     Receipt
+	err   error
+	atCap bool
+}
+
 // call makes one provider call through g.
-func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline time.Time) (Receipt, error) {
+func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline time.Time) reply {
 	sendCtx, cancel := context.WithDeadline(hard, deadline)
 	defer cancel()
 	start := time.Now()
 	ls := s.of(p, g)
 	r, err := ls.Send(sendCtx, p.message(&j.mail))
+	atCap := g.atCap(err)
 	ls.settle(err == nil)
 	p.metrics.Duration.WithLabelValues(g.name).Observe(time.Since(start).Seconds())
 	if err == nil {
@@ -308,7 +321,7 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 	if err != nil && hard.Err() != nil {
 		p.log.Warn("send cut by the shutdown timeout", append(j.logAttrs(), "error", err)...)
 	}
-	return r, err
+	return reply{r: r, err: err, atCap: atCap}
 }
 
 // outcome applies what a call through g says about the provider to its
@@ -316,11 +329,10 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 // counts towards the breaker, a success past the configuration checks
 // resets it, a probe's verdict ends or keeps the pause) and decides about
 // the mail. A probe that met its provider's trouble again spends nothing.
-func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) verdict {
-	m := &j.mail
+func (p *Pool) outcome(g *gate, j *job, st store.Started, rp reply) verdict {
+	m, err, atCap := &j.mail, rp.err, rp.atCap
 	a := g.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
 	trouble, after := TroubleOf(err)
-	atCap := g.atCap(err)
 	switch {
 	case err == nil || provesConfig(err):
 		g.recovered(j.probe == g)
@@ -337,12 +349,13 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, err error, r Receipt) 
 	case trouble == TroubleConfig:
 		g.failure(mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
 	}
-	v := decide(err, r, a)
+	v := decide(err, rp.r, a)
 	switch {
 	case j.probe == g && trouble != "":
 		v = unspentVerdict(err, a, g.probeInterval(g.reason()))
 	case atCap:
 		v = unspentVerdict(err, a, time.Second)
+		v.atCap = true
 	}
 	v.refused = trouble == TroubleBusy
 	if g != p.primary() && !v.Record.Release {
