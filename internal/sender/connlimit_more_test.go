@@ -27,14 +27,8 @@ const capWarning = "the provider refused a new session while others deliver (is 
 func TestCapWarningIsLogged(t *testing.T) {
 	t.Parallel()
 	const mails, workers, limit = 60, 6, 2
-	b := setup(t, smtptest.Options{MaxConnections: limit, DataDelay: 40 * time.Millisecond})
-	for i := range mails {
-		b.insert(t, fmt.Sprint(i))
-	}
 	var logs logLines
-	cfg := testConfig()
-	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = workers, 10, 3
-	_, m := b.start(t, cfg, sender.Deps{Log: logs.logger()})
+	b, m := startAtCap(t, mails, workers, limit, sender.Deps{Log: logs.logger()})
 
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
@@ -56,14 +50,8 @@ func TestCapWarningIsLogged(t *testing.T) {
 func TestCapWithFallbackRefusedWorkerWaits(t *testing.T) {
 	t.Parallel()
 	const mails, workers, limit = 40, 4, 1
-	b := setup(t, smtptest.Options{MaxConnections: limit, DataDelay: 40 * time.Millisecond})
 	stand, fallback := resendAPI(t)
-	for i := range mails {
-		b.insert(t, fmt.Sprint(i))
-	}
-	cfg := testConfig()
-	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = workers, 10, 3
-	_, m := b.start(t, cfg, sender.Deps{Fallback: fallback})
+	b, m := startAtCap(t, mails, workers, limit, sender.Deps{Fallback: fallback})
 
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
@@ -126,18 +114,8 @@ func TestRelayDownAfterDeliveriesEndsFailed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == warm
 	}, 15*time.Second, 10*time.Millisecond)
-	var mail, greet []smtptest.Fault
-	for range 1000 {
-		mail = append(mail, smtptest.Reply(421, "4.3.2 service shutting down"))
-		greet = append(greet, smtptest.Reply(421, "4.3.2 service not available"))
-	}
-	b.srv.Inject(smtptest.Mail, mail...)
-	b.srv.Inject(smtptest.Greeting, greet...)
 	downAt := time.Now()
-	for i := range down {
-		b.insert(t, fmt.Sprint(100+i))
-	}
-	p.Wake()
+	goDown(t, b, p, smtptest.Reply(421, "4.3.2 service shutting down"), down)
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed'`) == down
 	}, 30*time.Second, 10*time.Millisecond)
@@ -324,17 +302,7 @@ func TestRelayDropsIdleThenRefusesAllEndsFailed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == warm
 	}, 15*time.Second, 10*time.Millisecond)
-	var mail, greet []smtptest.Fault
-	for range 1000 {
-		mail = append(mail, smtptest.Drop())
-		greet = append(greet, smtptest.Reply(421, "4.3.2 service not available"))
-	}
-	b.srv.Inject(smtptest.Mail, mail...)
-	b.srv.Inject(smtptest.Greeting, greet...)
-	for i := range down {
-		b.insert(t, fmt.Sprint(100+i))
-	}
-	p.Wake()
+	goDown(t, b, p, smtptest.Drop(), down)
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed'`) == down
 	}, 60*time.Second, 10*time.Millisecond)

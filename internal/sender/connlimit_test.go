@@ -22,16 +22,7 @@ import (
 func TestRelayConnectionCapCostsNoAttempts(t *testing.T) {
 	t.Parallel()
 	const mails, workers, limit = 60, 6, 2
-	// Each message takes the relay 40 ms, so the two sessions need about
-	// 1.2 s for all: the refused workers come back (after their first wait
-	// of at most a second) while mails are left, and meet the cap again.
-	b := setup(t, smtptest.Options{MaxConnections: limit, DataDelay: 40 * time.Millisecond})
-	for i := range mails {
-		b.insert(t, fmt.Sprint(i))
-	}
-	cfg := testConfig()
-	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = workers, 10, 3
-	_, m := b.start(t, cfg, sender.Deps{})
+	b, m := startAtCap(t, mails, workers, limit, sender.Deps{})
 
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status <> 'pending' AND status <> 'sending'`) == mails
@@ -47,4 +38,39 @@ func TestRelayConnectionCapCostsNoAttempts(t *testing.T) {
 	require.EqualValues(t, spent, value(m.SessionsRefused.WithLabelValues("smtp", "false")), "refusals before any delivery")
 	require.EqualValues(t, b.srv.Refused()-int(spent), value(m.SessionsRefused.WithLabelValues("smtp", "true")), "refusals at the cap")
 	require.Zero(t, value(m.Throttled.WithLabelValues("smtp")))
+}
+
+// startAtCap starts a pool of workers (claims of 10, max_attempts 3) with
+// mails pending, against a relay that holds limit sessions at once. Each
+// message takes the relay 40 ms, so 60 mails through two sessions need
+// about 1.2 s: the refused workers come back (after their first wait of at
+// most a second) while mails are left, and meet the cap again.
+func startAtCap(t *testing.T, mails, workers, limit int, deps sender.Deps) (*bundle, *sender.Metrics) {
+	t.Helper()
+	b := setup(t, smtptest.Options{MaxConnections: limit, DataDelay: 40 * time.Millisecond})
+	for i := range mails {
+		b.insert(t, fmt.Sprint(i))
+	}
+	cfg := testConfig()
+	cfg.Workers, cfg.BatchSize, cfg.MaxAttempts = workers, 10, 3
+	_, m := b.start(t, cfg, deps)
+	return b, m
+}
+
+// goDown takes the relay down: open sessions get atMail at MAIL FROM,
+// every new one a 421 at the greeting, for the rest of the test; then n
+// new mails are inserted and the pool woken.
+func goDown(t *testing.T, b *bundle, p *sender.Pool, atMail smtptest.Fault, n int) {
+	t.Helper()
+	var mail, greet []smtptest.Fault
+	for range 1000 {
+		mail = append(mail, atMail)
+		greet = append(greet, smtptest.Reply(421, "4.3.2 service not available"))
+	}
+	b.srv.Inject(smtptest.Mail, mail...)
+	b.srv.Inject(smtptest.Greeting, greet...)
+	for i := range n {
+		b.insert(t, fmt.Sprint(100+i))
+	}
+	p.Wake()
 }
