@@ -187,10 +187,6 @@ func tlsError(ctx context.Context, phase string, err error) error {
 	return tlsTrouble(e)
 }
 
-// tlsTrouble makes a failure that tlsconfig.Explain recognised as TLS
-// trouble (reason tls: the server refused the client certificate, which
-// under TLS 1.3 surfaces with the greeting or the EHLO; no common version)
-// a configuration failure the breaker counts: every mail would meet it.
 // greetingError is e, a failed greeting: a 4xx reply refused the session
 // for now (sender.TroubleBusy: a relay's cap of connections per client
 // answers so), a TLS failure is the configuration's trouble.
@@ -201,6 +197,10 @@ func greetingError(e *mailtype.Error) error {
 	return tlsTrouble(e)
 }
 
+// tlsTrouble makes a failure that tlsconfig.Explain recognised as TLS
+// trouble (reason tls: the server refused the client certificate, which
+// under TLS 1.3 surfaces with the greeting or the EHLO; no common version)
+// a configuration failure the breaker counts: every mail would meet it.
 func tlsTrouble(e *mailtype.Error) error {
 	if e.Reason == mailtype.ReasonTLS {
 		return configError(e)
