@@ -6,11 +6,14 @@
 package testproxy
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/rs/zerolog"
@@ -38,6 +41,20 @@ func New(t testing.TB, upstream string) *Proxy {
 	px := &Proxy{p: p, up: true, Addr: p.Listen}
 	t.Cleanup(px.Cut)
 	return px
+}
+
+// Latency delays every chunk the proxy forwards, in both directions, by
+// d (whole milliseconds; toxiproxy's latency toxic), so a round trip
+// through it takes at least 2d: a server on another host.
+func (px *Proxy) Latency(t testing.TB, d time.Duration) {
+	t.Helper()
+	for _, stream := range []string{"upstream", "downstream"} {
+		js := fmt.Sprintf(`{"name":"latency-%s","type":"latency","stream":%q,"attributes":{"latency":%d}}`,
+			stream, stream, d.Milliseconds())
+		if _, err := px.p.Toxics.AddToxicJson(strings.NewReader(js)); err != nil {
+			t.Fatalf("add latency to %s: %v", px.Addr, err)
+		}
+	}
 }
 
 // Cut closes every proxied connection and refuses new ones, like a server

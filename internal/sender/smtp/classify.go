@@ -9,46 +9,38 @@ import (
 	"net"
 	"syscall"
 
-	gomail "github.com/wneessen/go-mail"
-
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
-// classifySend classifies a failed transaction from go-mail's typed
-// SendError: its Reason says which phase failed, ErrorCode the SMTP reply
-// code (0 when no reply came: the connection broke or the deadline cut
-// it). Rules (docs/design.md, "Error classes"):
+// classifySend classifies a failed transaction from transact's txError:
+// its step says which phase failed, its code the SMTP reply code (0 when no
+// reply came: the connection broke or the deadline cut it). Rules
+// (docs/design.md, "Error classes"):
 //   - a reply code: 4xx (421 and 450/451/452 included) is transient, 5xx
 //     permanent, in any phase;
-//   - no reply after the whole DATA was written (closing the DATA writer,
-//     which sends the final dot and reads the reply) is ambiguous: the
-//     server may have taken the mail;
+//   - no reply after the whole message was written (the final dot's
+//     reply) is ambiguous: the server may have taken the mail;
 //   - no reply in any earlier phase (MAIL, RCPT, DATA command, writing the
 //     content before the final dot) is transient: the server cannot have
-//     taken a mail whose data did not end.
+//     taken a mail whose data did not end;
+//   - a message without a usable envelope address is permanent.
 func classifySend(ctx context.Context, err error) error {
-	var se *gomail.SendError
-	if !errors.As(err, &se) {
+	var te *txError
+	if !errors.As(err, &te) {
 		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
 	}
-	code := se.ErrorCode()
-	switch se.Reason {
-	case gomail.ErrGetSender, gomail.ErrGetRcpts:
+	switch {
+	case te.step == stepEnvelope:
 		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonInvalidAddress, err)
-	case gomail.ErrNoUnencoded:
-		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonOther, err)
-	case gomail.ErrSMTPDataClose:
-		if code == 0 {
-			return mailtype.NewError(mailtype.Ambiguous, noReplyReason(ctx), err)
-		}
-	}
-	if code == 0 {
+	case te.code == 0 && te.step == stepDot:
+		return mailtype.NewError(mailtype.Ambiguous, noReplyReason(ctx), err)
+	case te.code == 0:
 		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
 	}
-	e := byReplyCode(code, sendDetail(se), err)
-	e.Reroutable = beforeData(se.Reason, code)
+	e := byReplyCode(te.code, sendDetail(te), err)
+	e.Reroutable = beforeData(te.step, te.code)
 	return e
 }
 
@@ -57,11 +49,11 @@ func classifySend(ctx context.Context, err error) error {
 // to MAIL FROM or to the DATA command, a 4xx to RCPT TO. Another provider
 // may take such a mail (sender.fallback_provider); a 5xx to RCPT TO refuses
 // the recipient, which is the mail's own verdict.
-func beforeData(reason gomail.SendErrReason, code int) bool {
-	switch reason {
-	case gomail.ErrSMTPMailFrom, gomail.ErrSMTPData:
+func beforeData(s step, code int) bool {
+	switch s {
+	case stepMail, stepData:
 		return true
-	case gomail.ErrSMTPRcptTo:
+	case stepRcpt:
 		return code < 500
 	}
 	return false

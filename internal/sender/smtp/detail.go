@@ -2,55 +2,21 @@ package smtp
 
 import (
 	"errors"
-	"fmt"
 	"net/textproto"
-	"strconv"
 	"strings"
-
-	gomail "github.com/wneessen/go-mail"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// sendDetail is the provider detail of a failed transaction: the reply code
-// go-mail's SendError reports (the reply that decided it) and the enhanced
-// status code that prefaces that reply's text. go-mail's own
-// EnhancedStatusCode is not used: it is empty unless the server advertised
-// ENHANCEDSTATUSCODES, and it is the first "d.d.d" found anywhere in the
-// text (an IP address in the text can match), not the preface RFC 2034
-// puts it in.
-func sendDetail(se *gomail.SendError) mailtype.ProviderDetail {
-	code := se.ErrorCode()
-	if code == 0 {
+// sendDetail is the provider detail of a failed transaction: the code of
+// the reply that decided it and the enhanced status code that prefaces
+// that reply's text (enhancedCode), read whether or not the server
+// advertised ENHANCEDSTATUSCODES.
+func sendDetail(te *txError) mailtype.ProviderDetail {
+	if te.code == 0 {
 		return mailtype.ProviderDetail{}
 	}
-	return mailtype.ProviderDetail{SMTPCode: code, SMTPEnhancedCode: enhancedCode(code, sendErrorReply(se, code))}
-}
-
-// sendErrorReply finds the text of the deciding reply in a SendError's
-// message, which go-mail builds as "<phase>: <reply>[, <RSET error>]
-// [, affected recipient(s): ...][, affected message ID: ...]" where
-// <reply> is a *textproto.Error's message, `<code> "<text>"` (the text
-// Go-quoted). A mail has one recipient, so the first reply is the one whose
-// code ErrorCode returns. "" when the message does not have that shape.
-func sendErrorReply(se *gomail.SendError, code int) string {
-	msg, ok := strings.CutPrefix(se.Error(), se.Reason.String()+": ")
-	if !ok {
-		return ""
-	}
-	msg, ok = strings.CutPrefix(msg, fmt.Sprintf("%03d ", code))
-	if !ok {
-		return ""
-	}
-	q, err := strconv.QuotedPrefix(msg)
-	if err != nil {
-		return ""
-	}
-	text, err := strconv.Unquote(q)
-	if err != nil {
-		return ""
-	}
-	return text
+	return mailtype.ProviderDetail{SMTPCode: te.code, SMTPEnhancedCode: enhancedCode(te.code, te.text)}
 }
 
 // replyDetail is the provider detail of an SMTP reply in err's chain (a

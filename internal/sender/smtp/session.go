@@ -33,7 +33,8 @@ type session struct {
 // started is replaced once within the same call: nothing was sent on it.
 // That is a failed NOOP check (a connection idle for warmFor or more), or
 // MAIL FROM answered by no reply at all (a warm connection, not checked),
-// by a 421 or by a 503 (deadBeforeTransaction).
+// by a 421 or by a 503 (deadBeforeTransaction). The transaction itself is
+// transact's.
 // After any failure the connection is dropped.
 func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
 	msg, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
@@ -54,21 +55,19 @@ func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, 
 // closes the channel: announced after the previous mail, or a limit of
 // messages per connection, RFC 5321 section 4.2.2) or a 503 (bad sequence:
 // a server that wants RSET between transactions). Any other reply code is
-// the server's verdict on the mail.
+// the server's verdict on the mail. Under PIPELINING, RCPT TO and DATA went
+// out with MAIL FROM, but a transaction whose MAIL FROM failed takes no
+// message: nothing was sent either way.
 func deadBeforeTransaction(err error) bool {
-	var se *gomail.SendError
-	if !errors.As(err, &se) {
+	var te *txError
+	if !errors.As(err, &te) {
 		return false
 	}
-	if se.Reason == gomail.ErrConnCheck {
+	switch te.step {
+	case stepCheck:
 		return true
-	}
-	if se.Reason != gomail.ErrSMTPMailFrom {
-		return false
-	}
-	switch se.ErrorCode() {
-	case 0, 421, 503:
-		return true
+	case stepMail:
+		return te.code == 0 || te.code == 421 || te.code == 503
 	}
 	return false
 }
@@ -83,21 +82,16 @@ func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt
 		}
 	}
 	raw := s.raw
-	mailer := s.p.mailer
-	if !s.idleSince.IsZero() && time.Since(s.idleSince) < warmFor {
-		mailer = s.p.warm
-	}
+	check := s.idleSince.IsZero() || time.Since(s.idleSince) >= warmFor
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	err := mailer.SendWithSMTPClient(s.client, msg)
+	reply, err := transact(s.client, msg, check)
 	cut := !stop()
 	s.idleSince = time.Now()
 	if err != nil || cut {
 		s.drop()
 	}
-	if err == nil || msg.IsDelivered() {
-		// IsDelivered with an error: the server accepted the DATA and only
-		// the RSET after it failed. The mail went.
-		return sender.Receipt{ProviderMessageID: mailtype.Sanitize(msg.ServerResponse())}, nil
+	if err == nil {
+		return sender.Receipt{ProviderMessageID: mailtype.Sanitize(reply)}, nil
 	}
 	return sender.Receipt{}, classifySend(ctx, err)
 }

@@ -16,8 +16,6 @@ import (
 	"strconv"
 	"time"
 
-	gomail "github.com/wneessen/go-mail"
-
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
@@ -69,16 +67,13 @@ type Provider struct {
 	cfg  Config
 	tls  *tls.Config
 	addr string
-	// mailer checks a connection with NOOP before the transaction; warm
-	// does not, for a connection that finished a transaction less than
-	// warmFor ago. Neither says RSET after a delivered mail: a new MAIL
-	// may follow the end of mail data at once (RFC 5321, section 3.3).
-	mailer, warm *gomail.Client
 }
 
 // warmFor is how long after a finished transaction a connection is taken
 // to be alive without a NOOP: the two round trips NOOP and RSET were a
-// third of a mail's SMTP exchange on loopback. A connection that died
+// third of a mail's SMTP exchange on loopback. No RSET follows a delivered
+// mail either: a new MAIL may follow the end of mail data at once (RFC
+// 5321, section 3.3). A connection that died
 // meanwhile fails at MAIL FROM, before any mail data, and the send is
 // retried once on a new connection (session.Send).
 const warmFor = time.Second
@@ -110,20 +105,7 @@ func New(cfg Config) (*Provider, error) {
 		}
 		tc.MinVersion = max(tc.MinVersion, tlsconfig.MinVersion)
 	}
-	// The go-mail client only runs transactions on connections this
-	// package dials and secures itself (see dial); its own dialing is unused.
-	opts := []gomail.Option{gomail.WithPort(cfg.Port), gomail.WithTimeout(cfg.PhaseTimeout),
-		gomail.WithTLSPolicy(gomail.NoTLS), gomail.WithoutRset()}
-	mailer, err := gomail.NewClient(cfg.Host, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("smtp client: %w", err)
-	}
-	warm, err := gomail.NewClient(cfg.Host, append(opts, gomail.WithoutNoop())...)
-	if err != nil {
-		return nil, fmt.Errorf("smtp client: %w", err)
-	}
-	return &Provider{cfg: cfg, tls: tc, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
-		mailer: mailer, warm: warm}, nil
+	return &Provider{cfg: cfg, tls: tc, addr: net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))}, nil
 }
 
 // Name returns "smtp".

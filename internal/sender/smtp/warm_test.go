@@ -37,12 +37,24 @@ type scripted struct {
 	// requireRset answers a MAIL FROM that follows a finished transaction
 	// without RSET in between with 503 (bad sequence of commands).
 	requireRset bool
+	// pipelining advertises PIPELINING (RFC 2920).
+	pipelining bool
+	// rcptReply, when not "", answers every RCPT TO; acceptDataAnyway then
+	// answers DATA 354 even after a refused recipient (a server RFC 2920,
+	// section 3.1, warns clients about).
+	rcptReply        string
+	acceptDataAnyway bool
 
 	mu    sync.Mutex
 	conns int
 	mails int
 	taken int
 	noops int
+	// grouped counts the MAIL FROM commands read with more of the client's
+	// commands already waiting behind them (sent without waiting for the
+	// reply); data counts the message lines read after any DATA.
+	grouped int
+	data    int
 }
 
 func newScripted(t *testing.T, configure func(s *scripted)) *scripted {
@@ -89,6 +101,21 @@ func (s *scripted) counts() (conns, mails, taken, noops int) {
 	return s.conns, s.mails, s.taken, s.noops
 }
 
+// shutdown stops the server and waits for its sessions to end, so that
+// its counts are final.
+func (s *scripted) shutdown() {
+	_ = s.ln.Close()
+	s.wg.Wait()
+}
+
+// lines returns the MAIL FROM commands that came grouped with the next
+// commands, and the message lines read.
+func (s *scripted) lines() (grouped, data int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.grouped, s.data
+}
+
 func (s *scripted) session(c net.Conn) {
 	r := bufio.NewReader(c)
 	w := func(line string) bool {
@@ -107,10 +134,17 @@ func (s *scripted) session(c net.Conn) {
 		cmd := strings.ToUpper(strings.TrimSpace(line))
 		switch {
 		case strings.HasPrefix(cmd, "EHLO"), strings.HasPrefix(cmd, "HELO"):
-			w("250-scripted\r\n250-8BITMIME\r\n250 ENHANCEDSTATUSCODES")
+			ext := "250-scripted\r\n250-8BITMIME\r\n"
+			if s.pipelining {
+				ext += "250-PIPELINING\r\n"
+			}
+			w(ext + "250 ENHANCEDSTATUSCODES")
 		case strings.HasPrefix(cmd, "MAIL FROM:"):
 			s.mu.Lock()
 			s.mails++
+			if r.Buffered() > 0 {
+				s.grouped++
+			}
 			s.mu.Unlock()
 			switch {
 			case s.perConn > 0 && taken >= s.perConn:
@@ -122,17 +156,23 @@ func (s *scripted) session(c net.Conn) {
 			}
 			w("250 2.1.0 ok")
 		case strings.HasPrefix(cmd, "RCPT TO:"):
+			if s.rcptReply != "" {
+				w(s.rcptReply)
+				continue
+			}
 			w("250 2.1.5 ok")
 		case cmd == "DATA":
+			if s.rcptReply != "" && !s.acceptDataAnyway {
+				w("554 5.5.1 no valid recipients")
+				continue
+			}
 			w("354 go ahead")
-			for {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					return
-				}
-				if l == ".\r\n" {
-					break
-				}
+			if !s.readData(r) {
+				return
+			}
+			if s.rcptReply != "" {
+				w("554 5.5.1 no valid recipients")
+				continue
 			}
 			s.mu.Lock()
 			s.taken++
@@ -160,6 +200,23 @@ func (s *scripted) session(c net.Conn) {
 		default:
 			w("502 5.5.2 unknown")
 		}
+	}
+}
+
+// readData reads message lines up to the lone dot, counting them; false
+// when the connection ended first.
+func (s *scripted) readData(r *bufio.Reader) bool {
+	for {
+		l, err := r.ReadString('\n')
+		if err != nil {
+			return false
+		}
+		if l == ".\r\n" {
+			return true
+		}
+		s.mu.Lock()
+		s.data++
+		s.mu.Unlock()
 	}
 }
 

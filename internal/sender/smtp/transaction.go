@@ -1,0 +1,174 @@
+package smtp
+
+import (
+	"errors"
+	"fmt"
+	"net/textproto"
+	"strings"
+
+	gomail "github.com/wneessen/go-mail"
+	gosmtp "github.com/wneessen/go-mail/smtp"
+)
+
+// step is the part of a mail transaction a failure happened in; with the
+// reply code it decides the failure's class (classifySend).
+type step int
+
+const (
+	// stepCheck is the NOOP that checks a connection idle for warmFor or
+	// more before the transaction.
+	stepCheck step = iota
+	// stepEnvelope: the message has no usable envelope address.
+	stepEnvelope
+	stepMail
+	stepRcpt
+	// stepData is the DATA command, before any of the message.
+	stepData
+	// stepContent is writing the message, before the final dot.
+	stepContent
+	// stepDot is the final dot and the reply that says whether the server
+	// took the mail.
+	stepDot
+)
+
+func (s step) String() string {
+	return [...]string{"noop", "envelope", "mail from", "rcpt to", "data", "message content", "end of data"}[s]
+}
+
+// txError is a failed mail transaction: the step it failed in, and the
+// SMTP reply that decided it (code 0 when none came: the connection broke
+// or the deadline cut it).
+type txError struct {
+	step step
+	code int
+	// text is the reply's text after the code ("5.1.1 User unknown").
+	text string
+	err  error
+}
+
+func (e *txError) Error() string { return fmt.Sprintf("smtp %s: %v", e.step, e.err) }
+func (e *txError) Unwrap() error { return e.err }
+
+// failedAt wraps err, a failed write or read of step, as a txError,
+// keeping the reply when err is one (a *textproto.Error).
+func failedAt(s step, err error) *txError {
+	e := &txError{step: s, err: err}
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		e.code, e.text = te.Code, te.Msg
+	}
+	return e
+}
+
+// command is one SMTP command of a transaction and the reply code it
+// expects (a single digit prefix, as textproto.Reader.ReadResponse takes
+// it: 25 accepts 250 and 251).
+type command struct {
+	step   step
+	expect int
+	line   string
+}
+
+// transact runs one mail transaction for msg on c (RFC 5321, section 3.3)
+// and returns the text of the server's 250 to the final dot, which
+// usually names the queued message. check sends NOOP first. When the
+// server offers PIPELINING (RFC 2920), MAIL FROM, RCPT TO and DATA go out
+// in one write and their replies are read in order, so a mail costs two
+// round trips instead of four; the message follows only after all three
+// succeeded. Any error is a *txError. A failed transaction leaves the
+// connection in no defined state: the caller closes it (a server that
+// answered DATA with 354 despite a refused recipient, which RFC 2920,
+// section 3.1, asks the client to end with a lone dot, sees the close
+// instead and takes nothing).
+func transact(c *gosmtp.Client, msg *gomail.Msg, check bool) (string, error) {
+	from, to, err := envelope(msg)
+	if err != nil {
+		return "", &txError{step: stepEnvelope, err: err}
+	}
+	if check {
+		if err := c.Noop(); err != nil {
+			return "", &txError{step: stepCheck, err: err}
+		}
+	}
+	pipelining, _ := c.Extension("PIPELINING")
+	cmds := []command{
+		{stepMail, 250, "MAIL FROM:" + from + mailParams(c)},
+		{stepRcpt, 25, "RCPT TO:" + to},
+		{stepData, 354, "DATA"},
+	}
+	if err := exchange(c.Text, cmds, pipelining); err != nil {
+		return "", err
+	}
+	w := c.Text.DotWriter()
+	if _, err := msg.WriteTo(w); err != nil {
+		return "", &txError{step: stepContent, err: err}
+	}
+	// A failed Close (the dot's write) surfaces as the missing reply: the
+	// dot may have left before the connection broke.
+	_ = w.Close()
+	_, text, err := c.Text.ReadResponse(250)
+	if err != nil {
+		return "", failedAt(stepDot, err)
+	}
+	return text, nil
+}
+
+// exchange sends cmds and reads their replies in order: all in one write
+// when pipelined, otherwise each command after the previous reply. It
+// stops at the first failure.
+func exchange(t *textproto.Conn, cmds []command, pipelined bool) error {
+	if pipelined {
+		for _, cmd := range cmds {
+			_, _ = t.W.WriteString(cmd.line + "\r\n")
+		}
+		if err := t.W.Flush(); err != nil {
+			return failedAt(cmds[0].step, err)
+		}
+	}
+	for _, cmd := range cmds {
+		if !pipelined {
+			_, _ = t.W.WriteString(cmd.line + "\r\n")
+			if err := t.W.Flush(); err != nil {
+				return failedAt(cmd.step, err)
+			}
+		}
+		if _, _, err := t.ReadResponse(cmd.expect); err != nil {
+			return failedAt(cmd.step, err)
+		}
+	}
+	return nil
+}
+
+// envelope returns msg's reverse-path and its one forward-path, in angle
+// brackets as MAIL FROM and RCPT TO take them.
+func envelope(msg *gomail.Msg) (from, to string, err error) {
+	from, err = msg.GetSender(false)
+	if err != nil {
+		return "", "", err
+	}
+	rcpts, err := msg.GetRecipients()
+	if err != nil {
+		return "", "", err
+	}
+	if len(rcpts) != 1 {
+		return "", "", fmt.Errorf("%d recipients, want 1", len(rcpts))
+	}
+	if strings.ContainsAny(from+rcpts[0], "\r\n") {
+		return "", "", errors.New("an envelope address contains a line break")
+	}
+	return from, rcpts[0], nil
+}
+
+// mailParams are the MAIL FROM parameters for c's server: BODY=8BITMIME
+// (RFC 6152) and SMTPUTF8 (RFC 6531) when it offers them, as go-mail's own
+// transaction sends them.
+func mailParams(c *gosmtp.Client) string {
+	var p string
+	if ok, _ := c.Extension("8BITMIME"); ok {
+		p += " BODY=8BITMIME"
+	}
+	if ok, _ := c.Extension("SMTPUTF8"); ok {
+		p += " SMTPUTF8"
+	}
+	return p
+}
