@@ -50,11 +50,13 @@ func (e *txError) Error() string { return fmt.Sprintf("smtp %s: %v", e.step, e.e
 func (e *txError) Unwrap() error { return e.err }
 
 // failedAt wraps err, a failed write or read of step, as a txError,
-// keeping the reply when err is one (a *textproto.Error).
+// keeping the reply when err is a 4xx or 5xx one (a *textproto.Error): a
+// reply of any other code in that place (a 220 to MAIL FROM, a 354 to the
+// final dot) is no refusal but a server out of step, counted as no reply.
 func failedAt(s step, err error) *txError {
 	e := &txError{step: s, err: err}
 	var te *textproto.Error
-	if errors.As(err, &te) {
+	if errors.As(err, &te) && te.Code >= 400 && te.Code < 600 {
 		e.code, e.text = te.Code, te.Msg
 	}
 	return e
@@ -70,8 +72,9 @@ type command struct {
 }
 
 // transact runs one mail transaction for msg on c (RFC 5321, section 3.3)
-// and returns the text of the server's 250 to the final dot, which
-// usually names the queued message. check sends NOOP first. When the
+// and returns the text of the server's reply to the final dot, which
+// usually names the queued message: any 2xx, a positive completion reply
+// (RFC 5321, section 4.2.1), means the server took the mail. check sends NOOP first. When the
 // server offers PIPELINING (RFC 2920), MAIL FROM, RCPT TO and DATA go out
 // in one write and their replies are read in order, so a mail costs two
 // round trips instead of four; the message follows only after all three
@@ -103,10 +106,13 @@ func transact(c *gosmtp.Client, msg *gomail.Msg, check bool) (string, error) {
 	if _, err := msg.WriteTo(w); err != nil {
 		return "", &txError{step: stepContent, err: err}
 	}
-	// A failed Close (the dot's write) surfaces as the missing reply: the
-	// dot may have left before the connection broke.
-	_ = w.Close()
-	_, text, err := c.Text.ReadResponse(250)
+	// Close writes the final dot and flushes what the buffer still holds.
+	// A failed write sent a prefix of it at most, never the dot at its
+	// end, so the server cannot have taken the mail: transient.
+	if err := w.Close(); err != nil {
+		return "", &txError{step: stepContent, err: err}
+	}
+	_, text, err := c.Text.ReadResponse(2)
 	if err != nil {
 		return "", failedAt(stepDot, err)
 	}

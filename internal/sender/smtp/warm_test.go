@@ -44,6 +44,16 @@ type scripted struct {
 	// section 3.1, warns clients about).
 	rcptReply        string
 	acceptDataAnyway bool
+	// mailReply, when not "", answers every MAIL FROM, dataReply
+	// the DATA command (instead of 354, no data mode), dotReply the final
+	// dot (the message counts as taken whatever it says); split writes
+	// every reply one byte at a time; multiline makes 250/354 replies
+	// multi-line.
+	mailReply, dataReply, dotReply string
+	split, multiline               bool
+	// resetAfter354 answers DATA 354 and resets the connection (RST)
+	// without reading any of the message: it takes nothing.
+	resetAfter354 bool
 
 	mu    sync.Mutex
 	conns int
@@ -119,6 +129,18 @@ func (s *scripted) lines() (grouped, data int) {
 func (s *scripted) session(c net.Conn) {
 	r := bufio.NewReader(c)
 	w := func(line string) bool {
+		if s.multiline && (strings.HasPrefix(line, "250 ") || strings.HasPrefix(line, "354 ")) {
+			line = line[:3] + "-first line\r\n" + line[:3] + "-second line\r\n" + line
+		}
+		if s.split {
+			for _, b := range []byte(line + "\r\n") {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return false
+				}
+				time.Sleep(200 * time.Microsecond)
+			}
+			return true
+		}
 		_, err := c.Write([]byte(line + "\r\n"))
 		return err == nil
 	}
@@ -153,6 +175,9 @@ func (s *scripted) session(c net.Conn) {
 			case s.requireRset && dirty:
 				w("503 5.5.1 RSET first")
 				continue
+			case s.mailReply != "":
+				w(s.mailReply)
+				continue
 			}
 			w("250 2.1.0 ok")
 		case strings.HasPrefix(cmd, "RCPT TO:"):
@@ -165,6 +190,15 @@ func (s *scripted) session(c net.Conn) {
 			if s.rcptReply != "" && !s.acceptDataAnyway {
 				w("554 5.5.1 no valid recipients")
 				continue
+			}
+			if s.dataReply != "" {
+				w(s.dataReply)
+				continue
+			}
+			if s.resetAfter354 {
+				w("354 go ahead")
+				_ = c.(*net.TCPConn).SetLinger(0)
+				return
 			}
 			w("354 go ahead")
 			if !s.readData(r) {
@@ -179,7 +213,11 @@ func (s *scripted) session(c net.Conn) {
 			s.mu.Unlock()
 			taken++
 			dirty = true
-			w("250 2.0.0 queued as x")
+			if s.dotReply != "" {
+				w(s.dotReply)
+			} else {
+				w("250 2.0.0 queued as x")
+			}
 			if s.closeAfterData {
 				if s.afterData != "" {
 					w(s.afterData)
