@@ -85,13 +85,16 @@ type rawRow struct {
 // in a process of its own (runRawChild), so that its CPU can be measured
 // apart from the publisher and the SMTP server of the test process.
 type rawPipeline struct {
-	set    benchSettings
-	pool   *pgxpool.Pool
-	conn   *amqp.Connection
-	ch     *amqp.Channel
-	wake   []chan struct{}
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	set  benchSettings
+	pool *pgxpool.Pool
+	conn *amqp.Connection
+	ch   *amqp.Channel
+	wake []chan struct{}
+	// records carries the workers' writes to the group commit
+	// (recordLoop) with set.recordEach.
+	records chan recordRequest
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	errOnce sync.Once
 	// failed is closed by the first error of a loop, which err then holds.
@@ -121,7 +124,7 @@ func (c rawConfig) rawEnv() []string {
 		"WORKERS": strconv.Itoa(c.set.workers), "SEND_BATCH": strconv.Itoa(c.set.sendBatch),
 		"PREFETCH": strconv.Itoa(c.set.prefetch), "INGEST_BATCH": strconv.Itoa(c.set.ingestBatch),
 		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes),
-		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow),
+		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow), "RECORD_EACH": strconv.FormatBool(c.set.recordEach),
 	}
 	env := []string{rawChildEnv + "=1"}
 	for k, v := range kv {
@@ -157,6 +160,9 @@ func rawConfigFromEnv() (rawConfig, error) {
 	}
 	if c.set.markPerRow, err = strconv.ParseBool(str("MARK_PER_ROW")); err != nil {
 		errs = append(errs, fmt.Errorf("%sMARK_PER_ROW: %w", rawPrefix, err))
+	}
+	if c.set.recordEach, err = strconv.ParseBool(str("RECORD_EACH")); err != nil {
+		errs = append(errs, fmt.Errorf("%sRECORD_EACH: %w", rawPrefix, err))
 	}
 	return c, errors.Join(errs...)
 }
@@ -244,6 +250,10 @@ func startRaw(c rawConfig) (_ *rawPipeline, err error) {
 	deliveries, err := r.ch.Consume(c.queue, "", false, false, false, false, nil)
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", c.queue, err)
+	}
+	if c.set.recordEach {
+		r.records = make(chan recordRequest, c.set.workers)
+		r.wg.Go(func() { r.recordLoop(ctx) })
 	}
 	for _, cl := range clients {
 		w := make(chan struct{}, 1)
@@ -472,14 +482,13 @@ func (r *rawPipeline) claim(ctx context.Context) ([]rawRow, error) {
 // after its send with set.markPerRow, else all in one statement after the
 // last send.
 func (r *rawPipeline) sendAndMark(ctx context.Context, c *gomail.Client, rows []rawRow) error {
+	if r.set.recordEach {
+		return r.sendRecorded(ctx, rows, func(w rawRow) error { return rawSend(c, w) })
+	}
 	ids := make([]int64, len(rows))
 	for i, w := range rows {
-		m, err := rawMessage(w)
-		if err != nil {
+		if err := rawSend(c, w); err != nil {
 			return err
-		}
-		if err := c.Send(m); err != nil {
-			return fmt.Errorf("send raw mail %s: %w", w.key, err)
 		}
 		ids[i] = w.id
 		if r.set.markPerRow {
@@ -493,6 +502,18 @@ func (r *rawPipeline) sendAndMark(ctx context.Context, c *gomail.Client, rows []
 	}
 	if _, err := r.pool.Exec(ctx, rawMarkSQL, ids); err != nil {
 		return fmt.Errorf("mark raw mails sent: %w", err)
+	}
+	return nil
+}
+
+// rawSend sends w on c.
+func rawSend(c *gomail.Client, w rawRow) error {
+	m, err := rawMessage(w)
+	if err != nil {
+		return err
+	}
+	if err := c.Send(m); err != nil {
+		return fmt.Errorf("send raw mail %s: %w", w.key, err)
 	}
 	return nil
 }
