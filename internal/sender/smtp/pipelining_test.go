@@ -19,12 +19,7 @@ func TestPipeliningGroupsTheEnvelope(t *testing.T) {
 	t.Parallel()
 	for _, pipelining := range []bool{true, false} {
 		srv := newScripted(t, func(s *scripted) { s.pipelining = pipelining })
-		s := srv.provider(t).NewSession()
-		for _, k := range []string{"k:1", "k:2", "k:3"} {
-			require.NoError(t, send(t, s, k, 5*time.Second), "%s, pipelining %v", k, pipelining)
-		}
-		require.NoError(t, s.Close())
-		srv.shutdown()
+		srv.sendAll(t, "k:1", "k:2", "k:3")
 		conns, mails, taken, _ := srv.counts()
 		grouped, data := srv.lines()
 		want := 0

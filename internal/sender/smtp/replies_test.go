@@ -125,12 +125,7 @@ func TestOddlyDeliveredRepliesKeepTheSessionInStep(t *testing.T) {
 			t.Run(fmt.Sprintf("pipelining=%v split=%v", pipelining, split), func(t *testing.T) {
 				t.Parallel()
 				srv := newScripted(t, func(s *scripted) { s.pipelining, s.split, s.multiline = pipelining, split, true })
-				s := srv.provider(t).NewSession()
-				for _, k := range []string{"k:1", "k:2", "k:3"} {
-					require.NoError(t, send(t, s, k, 5*time.Second), k)
-				}
-				require.NoError(t, s.Close())
-				srv.shutdown()
+				srv.sendAll(t, "k:1", "k:2", "k:3")
 				conns, mails, taken, _ := srv.counts()
 				require.Equal(t, []int{1, 3, 3}, []int{conns, mails, taken})
 			})
@@ -154,12 +149,7 @@ func TestPipelinedWarmConnectionOver(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			srv := newScripted(t, func(s *scripted) { c.configure(s); s.pipelining = true })
-			s := srv.provider(t).NewSession()
-			for _, k := range []string{"k:1", "k:2", "k:3"} {
-				require.NoError(t, send(t, s, k, 5*time.Second), k)
-			}
-			require.NoError(t, s.Close())
-			srv.shutdown()
+			srv.sendAll(t, "k:1", "k:2", "k:3")
 			_, _, taken, _ := srv.counts()
 			require.Equal(t, 3, taken)
 		})

@@ -118,6 +118,19 @@ func (s *scripted) shutdown() {
 	s.wg.Wait()
 }
 
+// sendAll sends a mail for each key on one session, each within 5 s,
+// closes the session and shuts the server down, so that its counts are
+// final.
+func (s *scripted) sendAll(t *testing.T, keys ...string) {
+	t.Helper()
+	sess := s.provider(t).NewSession()
+	for _, k := range keys {
+		require.NoError(t, send(t, sess, k, 5*time.Second), k)
+	}
+	require.NoError(t, sess.Close())
+	s.shutdown()
+}
+
 // lines returns the MAIL FROM commands that came grouped with the next
 // commands, and the message lines read.
 func (s *scripted) lines() (grouped, data int) {
