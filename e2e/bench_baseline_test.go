@@ -125,6 +125,7 @@ func (c rawConfig) rawEnv() []string {
 		"PREFETCH": strconv.Itoa(c.set.prefetch), "INGEST_BATCH": strconv.Itoa(c.set.ingestBatch),
 		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes),
 		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow), "RECORD_EACH": strconv.FormatBool(c.set.recordEach),
+		"RECORD_LOG": strconv.FormatBool(c.set.recordLog),
 	}
 	env := []string{rawChildEnv + "=1"}
 	for k, v := range kv {
@@ -163,6 +164,9 @@ func rawConfigFromEnv() (rawConfig, error) {
 	}
 	if c.set.recordEach, err = strconv.ParseBool(str("RECORD_EACH")); err != nil {
 		errs = append(errs, fmt.Errorf("%sRECORD_EACH: %w", rawPrefix, err))
+	}
+	if c.set.recordLog, err = strconv.ParseBool(str("RECORD_LOG")); err != nil {
+		errs = append(errs, fmt.Errorf("%sRECORD_LOG: %w", rawPrefix, err))
 	}
 	return c, errors.Join(errs...)
 }
@@ -252,8 +256,9 @@ func startRaw(c rawConfig) (_ *rawPipeline, err error) {
 		return nil, fmt.Errorf("consume %s: %w", c.queue, err)
 	}
 	if c.set.recordEach {
-		r.records = make(chan recordRequest, c.set.workers)
-		r.wg.Go(func() { r.recordLoop(ctx) })
+		if err := r.startRecording(ctx); err != nil {
+			return nil, err
+		}
 	}
 	for _, cl := range clients {
 		w := make(chan struct{}, 1)
