@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -234,16 +235,23 @@ func TestStandInLimitBelowTheConfiguredOne(t *testing.T) {
 	cfg.RateLimits = map[string]float64{"resend": 10}
 	b.replicas(t, 2, cfg, sender.Deps{Provider: prov})
 
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
+	refusals := func() (refused int) {
+		for _, r := range api.Requests() {
+			if r.Status == 429 {
+				refused++
+			}
+		}
+		return refused
+	}
+	// On a timeout the last check says how far it got (it timed out once
+	// in a loaded make test run, without saying where).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.EqualValues(c, mails, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`),
+			"sent rows; %d requests so far, %d refused with 429, rows by status: %s", len(api.Requests()), refusals(),
+			b.sc.QueryStrings(t, `SELECT string_agg(status || ' ' || n, ', ') FROM (SELECT status, count(*) AS n FROM mail GROUP BY status) s`))
 	}, 30*time.Second, 20*time.Millisecond)
 	require.Len(t, api.Sent(), mails)
-	refused := 0
-	for _, r := range api.Requests() {
-		if r.Status == 429 {
-			refused++
-		}
-	}
+	refused := refusals()
 	t.Logf("%d requests refused with 429 for %d mails", refused, mails)
 	require.Positive(t, refused)
 	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND sends = 1`))
