@@ -1,8 +1,10 @@
 package sender_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,4 +312,58 @@ func TestHighRateTakesSlotsInBatches(t *testing.T) {
 	// 8-9 on an idle machine; slots a slow worker leaves unused expire
 	// with their 50 ms, so a loaded machine takes more, never one per mail.
 	require.LessOrEqual(t, trips, mails/4, "batches of slots")
+}
+
+// slowMarkStore delays every other write that marks sends started by
+// delay before it reaches the database, as a loaded database makes some
+// commits slow: the marks of a rate-limited provider then commit at
+// uneven distances from their slots.
+type slowMarkStore struct {
+	sender.Store
+	delay time.Duration
+	marks atomic.Int64
+}
+
+func (s *slowMarkStore) FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease store.StartLease) ([]store.AttemptResult, []store.Started, error) {
+	if len(starts) > 0 && s.marks.Add(1)%2 == 0 {
+		select {
+		case <-time.After(s.delay): // the simulated slow commit
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+	return s.Store.FinishAndStart(ctx, as, starts, lease)
+}
+
+// TestSlowMarkWaitsForAFreshSlot: a send-started mark that commits long
+// after its send slot (every other mark 700 ms late) does not send at
+// once, which would bunch with the sends of later slots: it waits for a
+// fresh slot, so the provider still sees at most the limit plus the burst
+// of one in any second. Every late mark gives up its slot, counted in
+// mailsvc_provider_stale_slots_total, and spends nothing: every mail is
+// sent once with one send.
+func TestSlowMarkWaitsForAFreshSlot(t *testing.T) {
+	t.Parallel()
+	const mails, limit = 16, 5
+	b := setup(t, smtptest.Options{})
+	api, prov := resendAPI(t)
+	for i := range mails {
+		b.insert(t, fmt.Sprint(i))
+	}
+	cfg := testConfig()
+	cfg.Workers, cfg.BatchSize = 4, 5
+	cfg.RateLimits = map[string]float64{"resend": limit}
+	slow := &slowMarkStore{Store: b.sc.Store, delay: 700 * time.Millisecond}
+	_, m := b.start(t, cfg, sender.Deps{Provider: prov, Store: slow})
+
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
+	}, 30*time.Second, 20*time.Millisecond)
+	reqs := api.Requests()
+	require.Len(t, reqs, mails, "one request per mail: no 429, no retry")
+	most := maxInWindow(reqs, time.Second)
+	t.Logf("%d marks, %d of them slow; at most %d requests in any one-second window", slow.marks.Load(), slow.marks.Load()/2, most)
+	require.LessOrEqual(t, most, limit+1, "the rate limit plus the documented burst of one")
+	require.Positive(t, value(m.StaleSlots.WithLabelValues("resend")))
+	require.EqualValues(t, mails, b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND sends = 1`))
 }

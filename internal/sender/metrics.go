@@ -64,6 +64,11 @@ type Metrics struct {
 	// pool was live (its cap of connections per client; the mail went back
 	// unspent).
 	SessionsRefused *prometheus.CounterVec
+	// StaleSlots is mailsvc_provider_stale_slots_total{provider}: send
+	// slots of the rate limit given up because the send-started mark
+	// committed too long after them (a slow database); the send waited for
+	// a new slot, so that it did not burst.
+	StaleSlots *prometheus.CounterVec
 	// ConfigFailures is mailsvc_provider_config_failures_total{provider}:
 	// sends that failed on the configuration or the provider's reachability
 	// (what opens the breaker).
@@ -139,6 +144,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_provider_sessions_refused_total",
 			Help: "New sessions the provider refused before any mail was sent (SMTP 4xx at the greeting); at_cap=true while another session was live: sender.workers is above its limit of connections per client, the mail waits, no attempt spent.",
 		}, []string{"provider", "at_cap"}),
+		StaleSlots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_stale_slots_total",
+			Help: "Rate-limit send slots given up because the send-started mark committed too late after them (a slow database); the send waited for a new slot instead of bursting.",
+		}, []string{"provider"}),
 		ConfigFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_provider_config_failures_total",
 			Help: "Sends that failed on the provider's configuration or reachability (authentication, TLS, connection refused).",
@@ -150,6 +159,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, p := range Providers {
 		m.Throttled.WithLabelValues(p)
+		m.StaleSlots.WithLabelValues(p)
 		m.SessionsRefused.WithLabelValues(p, "true")
 		m.SessionsRefused.WithLabelValues(p, "false")
 		m.ConfigFailures.WithLabelValues(p)
@@ -170,7 +180,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
-			m.Paused, m.Throttled, m.SessionsRefused, m.ConfigFailures, m.Failovers)
+			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.Failovers)
 	}
 	return m
 }

@@ -30,6 +30,9 @@ type job struct {
 	// through it despite the pause, and its outcome ends or extends the
 	// pause.
 	probe *gate
+	// slotAt is when the send slot of the rate-limited provider the row
+	// goes to may be used (waitSlot); zero without a rate limit.
+	slotAt time.Time
 }
 
 // result is a verdict on its way to the writer.
@@ -137,8 +140,10 @@ func (p *Pool) next(pending bool) (*job, bool) {
 // that ends, margin included, inside the lease the mark renewed. A row no
 // provider may take now (every route paused) goes back to pending unspent,
 // due when a pause may end; a rate-limited provider's send waits for its
-// slot before the mark, so the wait never widens the window in which a
-// crash leaves a started send.
+// slot before the mark, so the wait does not widen the window in which a
+// crash leaves a started send, except after a mark that committed too
+// late for its slot (slotStillFresh), the only wait for a slot after the
+// mark besides a failover's.
 func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result) *result {
 	defer p.sent(j)
 	switch {
@@ -176,12 +181,31 @@ func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result)
 	if !ok {
 		return &result{j: j, v: releaseVerdict()}
 	}
+	if !p.slotStillFresh(soft, g, j) {
+		return &result{j: j, v: releaseVerdict()}
+	}
 	deadline := time.Now().Add(p.cfg.SendTimeout)
 	if deadline.Add(p.margin()).After(leaseEnd) {
 		p.log.Warn("the lease cannot hold a whole send (the mark was slow); released unsent", j.logAttrs()...)
 		return &result{j: j, v: releaseVerdict()}
 	}
 	return &result{j: j, v: p.send(hard, s, j, g, st, deadline, leaseEnd)}
+}
+
+// slotStillFresh makes sure that a rate-limited send starts within g.late
+// of its slot, as the slots are paced for: a mark that took longer (a slow
+// commit) left the slot stale, and sending at once would bunch with the
+// sends of later slots into a burst the provider counts against its limit
+// (Resend's 5 requests per second at the API). Then it waits for a new
+// slot; false when none may be had (the pool stops, the provider was
+// paused meanwhile, the database failed), and the marked row is released
+// unsent.
+func (p *Pool) slotStillFresh(soft context.Context, g *gate, j *job) bool {
+	if j.slotAt.IsZero() || j.probe == g || time.Since(j.slotAt) <= g.late {
+		return true
+	}
+	p.metrics.StaleSlots.WithLabelValues(g.name).Inc()
+	return p.waitSlot(soft, g, j)
 }
 
 // pick routes j (Pool.route) and, for a rate-limited provider, waits for
@@ -221,6 +245,7 @@ func (p *Pool) waitSlot(soft context.Context, g *gate, j *job) bool {
 	if d := time.Until(at); d > 0 {
 		sleep(soft, d)
 	}
+	j.slotAt = at
 	return soft.Err() == nil && (j.probe == g || !g.paused())
 }
 
