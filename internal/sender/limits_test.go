@@ -68,13 +68,11 @@ func maxInWindow(reqs []resendtest.Request, w time.Duration) int {
 	return most
 }
 
-// TestRateLimitIsSharedByEveryReplica: three replicas with 4 workers each
-// and resend.rate_limit 5 never send more than 5 requests, plus the
-// documented burst of 1, in any one-second window at the provider, and
-// every mail is delivered once. (Measured: at most 5, 4.9 requests/s.)
-func TestRateLimitIsSharedByEveryReplica(t *testing.T) {
-	t.Parallel()
-	const mails, limit = 30, 5
+// rateLimited is a schema with mails pending rows, a fake Resend API and
+// its provider, and a config of 4 workers claiming 5 rows each under
+// resend.rate_limit limit.
+func rateLimited(t *testing.T, mails int, limit float64) (*bundle, *resendtest.Server, *resend.Provider, sender.Config) {
+	t.Helper()
 	b := setup(t, smtptest.Options{})
 	api, prov := resendAPI(t)
 	for i := range mails {
@@ -83,11 +81,28 @@ func TestRateLimitIsSharedByEveryReplica(t *testing.T) {
 	cfg := testConfig()
 	cfg.Workers, cfg.BatchSize = 4, 5
 	cfg.RateLimits = map[string]float64{"resend": limit}
+	return b, api, prov, cfg
+}
+
+// waitSent waits up to 30 s until n rows are sent.
+func (b *bundle) waitSent(t *testing.T, n int64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == n
+	}, 30*time.Second, 20*time.Millisecond)
+}
+
+// TestRateLimitIsSharedByEveryReplica: three replicas with 4 workers each
+// and resend.rate_limit 5 never send more than 5 requests, plus the
+// documented burst of 1, in any one-second window at the provider, and
+// every mail is delivered once. (Measured: at most 5, 4.9 requests/s.)
+func TestRateLimitIsSharedByEveryReplica(t *testing.T) {
+	t.Parallel()
+	const mails, limit = 30, 5
+	b, api, prov, cfg := rateLimited(t, mails, limit)
 	b.replicas(t, 3, cfg, sender.Deps{Provider: prov})
 
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
-	}, 30*time.Second, 20*time.Millisecond)
+	b.waitSent(t, mails)
 	reqs := api.Requests()
 	require.Len(t, reqs, mails, "one request per mail: no 429, no retry")
 	require.Len(t, api.Sent(), mails)
@@ -345,20 +360,11 @@ func (s *slowMarkStore) FinishAndStart(ctx context.Context, as []store.Attempt, 
 func TestSlowMarkWaitsForAFreshSlot(t *testing.T) {
 	t.Parallel()
 	const mails, limit = 16, 5
-	b := setup(t, smtptest.Options{})
-	api, prov := resendAPI(t)
-	for i := range mails {
-		b.insert(t, fmt.Sprint(i))
-	}
-	cfg := testConfig()
-	cfg.Workers, cfg.BatchSize = 4, 5
-	cfg.RateLimits = map[string]float64{"resend": limit}
+	b, api, prov, cfg := rateLimited(t, mails, limit)
 	slow := &slowMarkStore{Store: b.sc.Store, delay: 700 * time.Millisecond}
 	_, m := b.start(t, cfg, sender.Deps{Provider: prov, Store: slow})
 
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
-	}, 30*time.Second, 20*time.Millisecond)
+	b.waitSent(t, mails)
 	reqs := api.Requests()
 	require.Len(t, reqs, mails, "one request per mail: no 429, no retry")
 	most := maxInWindow(reqs, time.Second)
