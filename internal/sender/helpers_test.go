@@ -148,9 +148,12 @@ type flakyStore struct {
 	partitioned atomic.Bool
 	// renewalsFail fails lease renewals only.
 	renewalsFail atomic.Bool
-	// markDelay (nanoseconds) delays every send-started mark.
-	markDelay atomic.Int64
-	marks     atomic.Int32
+	// markDelay (nanoseconds) delays every send-started mark, or with
+	// everyOtherMark only every second one (marks committing at uneven
+	// distances from their send slots, as a loaded database makes them).
+	markDelay      atomic.Int64
+	everyOtherMark atomic.Bool
+	marks          atomic.Int32
 }
 
 // FinishAndStart fails while finishFailures lasts (when there are
@@ -160,8 +163,8 @@ func (f *flakyStore) FinishAndStart(ctx context.Context, as []store.Attempt, sta
 		return nil, nil, errInjected
 	}
 	if len(starts) > 0 {
-		f.marks.Add(1)
-		if d := time.Duration(f.markDelay.Load()); d > 0 {
+		n := f.marks.Add(1)
+		if d := time.Duration(f.markDelay.Load()); d > 0 && (!f.everyOtherMark.Load() || n%2 == 0) {
 			slow := time.NewTimer(d) // a slow database, the fault under test
 			select {
 			case <-slow.C:

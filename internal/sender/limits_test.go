@@ -1,10 +1,8 @@
 package sender_test
 
 import (
-	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,27 +327,6 @@ func TestHighRateTakesSlotsInBatches(t *testing.T) {
 	require.LessOrEqual(t, trips, mails/4, "batches of slots")
 }
 
-// slowMarkStore delays every other write that marks sends started by
-// delay before it reaches the database, as a loaded database makes some
-// commits slow: the marks of a rate-limited provider then commit at
-// uneven distances from their slots.
-type slowMarkStore struct {
-	sender.Store
-	delay time.Duration
-	marks atomic.Int64
-}
-
-func (s *slowMarkStore) FinishAndStart(ctx context.Context, as []store.Attempt, starts []store.Fence, lease store.StartLease) ([]store.AttemptResult, []store.Started, error) {
-	if len(starts) > 0 && s.marks.Add(1)%2 == 0 {
-		select {
-		case <-time.After(s.delay): // the simulated slow commit
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
-		}
-	}
-	return s.Store.FinishAndStart(ctx, as, starts, lease)
-}
-
 // TestSlowMarkWaitsForAFreshSlot: a send-started mark that commits long
 // after its send slot (every other mark 700 ms late) does not send at
 // once, which would bunch with the sends of later slots: it waits for a
@@ -361,7 +338,9 @@ func TestSlowMarkWaitsForAFreshSlot(t *testing.T) {
 	t.Parallel()
 	const mails, limit = 16, 5
 	b, api, prov, cfg := rateLimited(t, mails, limit)
-	slow := &slowMarkStore{Store: b.sc.Store, delay: 700 * time.Millisecond}
+	slow := &flakyStore{Store: b.sc.Store}
+	slow.markDelay.Store(int64(700 * time.Millisecond))
+	slow.everyOtherMark.Store(true)
 	_, m := b.start(t, cfg, sender.Deps{Provider: prov, Store: slow})
 
 	b.waitSent(t, mails)
