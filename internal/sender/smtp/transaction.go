@@ -102,7 +102,7 @@ func transact(c *gosmtp.Client, msg *gomail.Msg, check bool) (string, error) {
 	if err := exchange(c.Text, cmds, pipelining); err != nil {
 		return "", err
 	}
-	w := c.Text.DotWriter()
+	w := newDotWriter(c.Text.W)
 	if _, err := msg.WriteTo(w); err != nil {
 		return "", &txError{step: stepContent, err: err}
 	}
