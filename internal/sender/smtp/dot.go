@@ -68,23 +68,26 @@ func (d *dotWriter) Write(b []byte) (n int, err error) {
 
 // writeRun writes the run of b from i in dotData: up to and including the
 // next CR of the line, or the rest of the line and its LF as CRLF, or the
-// rest of b. It returns where the next run starts.
+// rest of b. It returns where the next run starts or, after a failed
+// write, how far into b the buffer took bytes.
 func (d *dotWriter) writeRun(b []byte, i int) (int, error) {
 	end := len(b)
 	if j := bytes.IndexByte(b[i:], '\n'); j >= 0 {
 		end = i + j
 	}
 	if k := bytes.IndexByte(b[i:end], '\r'); k >= 0 {
-		_, err := d.w.Write(b[i : i+k+1])
+		n, err := d.w.Write(b[i : i+k+1])
 		d.state = dotCR
-		return i + k + 1, err
+		return i + n, err
 	}
-	if _, err := d.w.Write(b[i:end]); err != nil || end == len(b) {
-		return end, err
+	if n, err := d.w.Write(b[i:end]); err != nil || end == len(b) {
+		return i + n, err
 	}
 	d.state = dotBeginLine
-	_, err := d.w.WriteString("\r\n")
-	return end + 1, err
+	if _, err := d.w.WriteString("\r\n"); err != nil {
+		return end, err
+	}
+	return end + 1, nil
 }
 
 // Close ends the data (completing the last line with CRLF when it has
