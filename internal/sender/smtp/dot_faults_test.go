@@ -293,17 +293,8 @@ func (f *failAfter) Write(p []byte) (int, error) {
 func TestDotWriterFailingAtEveryByte(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(7, 9)) // a fixed seed: the same inputs every run
-	const alphabet = ".\r\nab"
 	for range 200 {
-		in := make([]byte, 1+rng.IntN(300))
-		for i := range in {
-			in[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		var chunks [][]byte
-		for rest := in; len(rest) > 0; {
-			n := 1 + rng.IntN(len(rest))
-			chunks, rest = append(chunks, rest[:n]), rest[n:]
-		}
+		_, chunks := randomWrites(rng, 1+rng.IntN(300))
 		full := oursDot(t, chunks)
 		size := 1 + rng.IntN(64)
 		for limit := 0; limit < len(full); limit++ {

@@ -73,19 +73,26 @@ func TestDotWriterWritesWhatTextprotoWrites(t *testing.T) {
 	}
 	t.Logf("seed %d (replay with MAILSVC_DOT_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 25))
-	const alphabet = ".\r\nab"
 	for range 2000 {
-		in := make([]byte, rng.IntN(200))
-		for i := range in {
-			in[i] = alphabet[rng.IntN(len(alphabet))]
-		}
-		var chunks [][]byte
-		for rest := in; len(rest) > 0; {
-			n := 1 + rng.IntN(len(rest))
-			chunks, rest = append(chunks, rest[:n]), rest[n:]
-		}
+		in, chunks := randomWrites(rng, rng.IntN(200))
 		require.Equal(t, string(textprotoDot(t, chunks)), string(oursDot(t, chunks)), "input %q in %d writes", in, len(chunks))
 	}
+}
+
+// randomWrites returns n random bytes of those that matter to dot-stuffing
+// (and two that do not), and the same bytes split at random places into
+// writes.
+func randomWrites(rng *rand.Rand, n int) (in []byte, chunks [][]byte) {
+	const alphabet = ".\r\nab"
+	in = make([]byte, n)
+	for i := range in {
+		in[i] = alphabet[rng.IntN(len(alphabet))]
+	}
+	for rest := in; len(rest) > 0; {
+		k := 1 + rng.IntN(len(rest))
+		chunks, rest = append(chunks, rest[:k]), rest[k:]
+	}
+	return in, chunks
 }
 
 // BenchmarkDotWriter writes a message of about 5.5 KB in CRLF lines (as
