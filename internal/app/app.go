@@ -191,7 +191,7 @@ type wiring struct {
 func (w *wiring) build() ([]named, error) {
 	w.brokerMetrics = w.newBrokerMetrics()
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
-	probes := newHTTPServer(w.cfg.HTTP.Addr, w.reg.(prometheus.Gatherer), &w.ready, w.log)
+	probes := newHTTPServer(w.cfg.HTTP, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	for _, r := range []struct {
 		role  string

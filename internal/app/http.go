@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -22,7 +24,8 @@ type ReadyCheck struct {
 	Check func(ctx context.Context) error
 }
 
-// httpServer serves /metrics, /healthz and /readyz. A server that stops
+// httpServer serves /metrics, /healthz and /readyz, and with
+// config.HTTP.Pprof Go's profiles under /debug/pprof/. A server that stops
 // serving by itself has failed (Done, Err): the process must stop, since it
 // would run without probes or metrics.
 type httpServer struct {
@@ -35,8 +38,19 @@ type httpServer struct {
 
 // checks is read on every request, so checks added after construction
 // count.
-func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
+func newHTTPServer(cfg config.HTTP, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	mux := http.NewServeMux()
+	if cfg.Pprof {
+		// pprof.Index serves the named profiles (heap, goroutine, ...) as well.
+		// Importing net/http/pprof also registers these on
+		// http.DefaultServeMux, which no server of mailsvc serves (the
+		// webhook listener, the one facing the internet, has its own mux).
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -55,7 +69,7 @@ func newHTTPServer(addr string, g prometheus.Gatherer, checks *[]ReadyCheck, log
 	})
 	return &httpServer{
 		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		addr: addr,
+		addr: cfg.Addr,
 		log:  log.With("component", "http"),
 	}
 }

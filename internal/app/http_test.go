@@ -17,6 +17,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
+	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/testproxy"
@@ -41,7 +42,15 @@ func get(t testing.TB, addr, path string) (int, string) {
 // cleanup.
 func startHTTP(t *testing.T, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
 	t.Helper()
-	h := newHTTPServer("127.0.0.1:0", g, checks, log)
+	return startHTTPWith(t, config.HTTP{}, g, checks, log)
+}
+
+// startHTTPWith is startHTTP with cfg (its Addr replaced by a free
+// loopback port).
+func startHTTPWith(t *testing.T, cfg config.HTTP, g prometheus.Gatherer, checks *[]ReadyCheck, log *slog.Logger) *httpServer {
+	t.Helper()
+	cfg.Addr = "127.0.0.1:0"
+	h := newHTTPServer(cfg, g, checks, log)
 	require.NoError(t, h.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -67,6 +76,31 @@ func TestHealthzAnswersWithoutDependencies(t *testing.T) {
 	require.Equal(t, "not ready", r["status"])
 	require.Equal(t, "database", r["check"])
 	require.Contains(t, r["reason"], "mailsvc migrate")
+}
+
+// TestPprofOnlyWhenConfigured: with http.pprof the server answers Go's
+// profile endpoints (the command line of this process, a heap profile, a
+// CPU profile of one second); without it (the default) they do not exist.
+func TestPprofOnlyWhenConfigured(t *testing.T) {
+	t.Parallel()
+	discard := slog.New(slog.DiscardHandler)
+	off := startHTTP(t, prometheus.NewRegistry(), &[]ReadyCheck{}, discard)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
+		code, _ := get(t, off.addr, path)
+		require.Equal(t, http.StatusNotFound, code, "%s without http.pprof", path)
+	}
+	on := startHTTPWith(t, config.HTTP{Pprof: true}, prometheus.NewRegistry(), &[]ReadyCheck{}, discard)
+	code, body := get(t, on.addr, "/debug/pprof/cmdline")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "app.test", "the command line of this test binary")
+	code, body = get(t, on.addr, "/debug/pprof/heap?debug=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "heap profile:")
+	code, body = get(t, on.addr, "/debug/pprof/profile?seconds=1")
+	require.Equal(t, http.StatusOK, code)
+	require.True(t, strings.HasPrefix(body, "\x1f\x8b"), "a gzipped pprof profile, got %d bytes", len(body))
+	code, _ = get(t, on.addr, "/metrics")
+	require.Equal(t, http.StatusOK, code, "the other endpoints stay")
 }
 
 func TestReadyzFollowsTheDatabase(t *testing.T) {

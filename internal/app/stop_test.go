@@ -136,7 +136,7 @@ func TestFailedComponentStopsTheDaemon(t *testing.T) {
 // Err says why, which stops the daemon (TestFailedComponentStopsTheDaemon).
 func TestHTTPServerFailureIsFatal(t *testing.T) {
 	t.Parallel()
-	h := newHTTPServer("127.0.0.1:0", prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
+	h := newHTTPServer(config.HTTP{Addr: "127.0.0.1:0"}, prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
 	require.NoError(t, h.Start(context.Background()))
 	defer func() { _ = h.Stop(context.Background()) }()
 	code, _ := get(t, h.addr, "/healthz")
@@ -154,7 +154,7 @@ func TestHTTPServerFailureIsFatal(t *testing.T) {
 // A component that stops while the daemon stops is no failure.
 func TestStoppedComponentIsNoFailure(t *testing.T) {
 	t.Parallel()
-	h := newHTTPServer("127.0.0.1:0", prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
+	h := newHTTPServer(config.HTTP{Addr: "127.0.0.1:0"}, prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	logs := &syncBuffer{}

@@ -254,6 +254,12 @@ type Retention struct {
 // HTTP configures the metrics and health server.
 type HTTP struct {
 	Addr string `mapstructure:"addr" yaml:"addr"`
+	// Pprof serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on Addr: CPU (/debug/pprof/profile?seconds=N), heap,
+	// goroutines, and the rest. Off by default: a profile shows the
+	// program's internals, and a CPU profile costs a few percent of CPU
+	// while it runs.
+	Pprof bool `mapstructure:"pprof" yaml:"pprof"`
 }
 
 // Webhooks configures the listener of provider webhooks (Resend's

@@ -102,7 +102,8 @@ var defaults = map[string]any{
 
 	"retention.window": 336 * time.Hour,
 
-	"http.addr": ":8080",
+	"http.addr":  ":8080",
+	"http.pprof": false,
 
 	"webhooks.addr":               "",
 	"webhooks.resend_secret":      "",
