@@ -29,11 +29,17 @@ type ReadyCheck struct {
 // serving by itself has failed (Done, Err): the process must stop, since it
 // would run without probes or metrics.
 type httpServer struct {
-	srv  *http.Server
-	addr string
-	ln   net.Listener
-	log  *slog.Logger
-	life lifecycle.Life
+	srv   *http.Server
+	addr  string
+	pprof bool
+	ln    net.Listener
+	log   *slog.Logger
+	life  lifecycle.Life
+	// endRequests cancels the context of every request, at the start of a
+	// stop: a long request that heeds it (a CPU profile or trace, which
+	// lasts its ?seconds=) then ends at once instead of holding up the
+	// graceful shutdown until its budget runs out.
+	endRequests context.CancelFunc
 }
 
 // checks is read on every request, so checks added after construction
@@ -48,7 +54,9 @@ func newHTTPServer(cfg config.HTTP, g prometheus.Gatherer, checks *[]ReadyCheck,
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		// POST too: `go tool pprof` posts the addresses to symbolize.
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
@@ -67,10 +75,12 @@ func newHTTPServer(cfg config.HTTP, g prometheus.Gatherer, checks *[]ReadyCheck,
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	requests, endRequests := context.WithCancel(context.Background())
 	return &httpServer{
-		srv:  &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
-		addr: cfg.Addr,
-		log:  log.With("component", "http"),
+		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return requests }},
+		addr: cfg.Addr, pprof: cfg.Pprof, endRequests: endRequests,
+		log: log.With("component", "http"),
 	}
 }
 
@@ -89,13 +99,14 @@ func (h *httpServer) Start(ctx context.Context) error {
 			return nil, err
 		}
 		h.addr, h.ln = ln.Addr().String(), ln
-		h.log.Info("http listening", "addr", h.addr)
+		h.log.Info("http listening", "addr", h.addr, "pprof", h.pprof)
 		return func(stop, abort context.Context) error { return h.serve(ln, stop, abort) }, nil
 	})
 }
 
-// serve serves until stop, then shuts down gracefully until abort, when
-// the connections still open are closed. A Serve that ends by itself is
+// serve serves until stop, then ends the requests in flight (their
+// contexts) and shuts down gracefully until abort, when the connections
+// still open are closed. A Serve that ends by itself is
 // the returned error.
 func (h *httpServer) serve(ln net.Listener, stop, abort context.Context) error {
 	served := make(chan error, 1)
@@ -105,6 +116,7 @@ func (h *httpServer) serve(ln net.Listener, stop, abort context.Context) error {
 		return fmt.Errorf("serve http on %s: %w", h.addr, err)
 	case <-stop.Done():
 	}
+	h.endRequests()
 	err := h.srv.Shutdown(abort)
 	if err != nil {
 		_ = h.srv.Close()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
@@ -81,8 +82,9 @@ func TestHealthzAnswersWithoutDependencies(t *testing.T) {
 // TestPprofOnlyWhenConfigured: with http.pprof the server answers Go's
 // profile endpoints (the command line of this process, a heap profile, a
 // CPU profile of one second); without it (the default) they do not exist.
+// Not parallel, like the other profile test: Go runs one CPU profile at a
+// time in a process.
 func TestPprofOnlyWhenConfigured(t *testing.T) {
-	t.Parallel()
 	discard := slog.New(slog.DiscardHandler)
 	off := startHTTP(t, prometheus.NewRegistry(), &[]ReadyCheck{}, discard)
 	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/heap", "/debug/pprof/profile?seconds=1"} {
@@ -101,6 +103,48 @@ func TestPprofOnlyWhenConfigured(t *testing.T) {
 	require.True(t, strings.HasPrefix(body, "\x1f\x8b"), "a gzipped pprof profile, got %d bytes", len(body))
 	code, _ = get(t, on.addr, "/metrics")
 	require.Equal(t, http.StatusOK, code, "the other endpoints stay")
+}
+
+// TestProfileInFlightDoesNotHoldUpTheStop: a stop ends a 60 s CPU profile
+// at once (it gets what was sampled so far) instead of waiting for it
+// until the stop's budget, 3 s here, runs out; symbolization answers a
+// POST, as go tool pprof sends it.
+func TestProfileInFlightDoesNotHoldUpTheStop(t *testing.T) {
+	h := newHTTPServer(config.HTTP{Addr: "127.0.0.1:0", Pprof: true}, prometheus.NewRegistry(), &[]ReadyCheck{}, slog.New(slog.DiscardHandler))
+	require.NoError(t, h.Start(context.Background()))
+	res, err := http.Post("http://"+h.addr+"/debug/pprof/symbol", "text/plain", strings.NewReader("0x1"))
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	require.Equal(t, http.StatusOK, res.StatusCode, "POST /debug/pprof/symbol")
+	type answer struct {
+		code int
+		body string
+	}
+	long := make(chan answer, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.addr+"/debug/pprof/profile?seconds=60", nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			long <- answer{body: err.Error()}
+			return
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		long <- answer{res.StatusCode, string(b)}
+	}()
+	// The profile is running once the server's goroutines show its handler.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, dump := get(t, h.addr, "/debug/pprof/goroutine?debug=1")
+		assert.Contains(c, dump, "net/http/pprof.Profile", "the profile's handler runs")
+	}, 20*time.Second, 20*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	require.NoError(t, h.Stop(ctx), "the stop waited for the profile")
+	got := <-long
+	require.Equal(t, http.StatusOK, got.code, "the profile so far: %s", got.body)
+	require.True(t, strings.HasPrefix(got.body, "\x1f\x8b"), "a gzipped pprof profile")
 }
 
 func TestReadyzFollowsTheDatabase(t *testing.T) {

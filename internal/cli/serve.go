@@ -17,6 +17,8 @@ func newServeCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--roles consumer,sender,relay]",
 		Short: "Run the daemon: consumer, sender pool, outbox relay (or the roles named), /metrics, /healthz, /readyz",
+		Long: "Run the daemon: consumer, sender pool, outbox relay (or the roles named), and on http.addr\n" +
+			"/metrics, /healthz, /readyz, plus Go's profiles under /debug/pprof/ when http.pprof is true.",
 		Example: "  mailsvc serve\n  mailsvc serve --roles sender,relay   # delivery and feedback, no intake\n" +
 			"  mailsvc serve --roles consumer       # intake only",
 		Args: cobra.NoArgs,

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"encoding/base64"
 	"net/http"
+	_ "net/http/pprof" // registers on http.DefaultServeMux: TestOnlyTheWebhookPathIsServed
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,20 @@ func TestSecretRotationTwoSignatures(t *testing.T) {
 	require.EqualValues(t, 0, h.count(t, `SELECT count(*) FROM suppression`))
 	require.Equal(t, map[string]int{"EmailSent": 2, "EmailDelivered": 2}, h.published(t))
 	require.Equal(t, 1, h.received(t, webhook.ResultBadSignature))
+}
+
+// The webhook listener faces the internet and serves only its webhook
+// path: not Go's profiles (this test binary imports net/http/pprof, which
+// registers them on http.DefaultServeMux), nor /metrics.
+func TestOnlyTheWebhookPathIsServed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/metrics", "/healthz", "/"} {
+		resp, err := http.Get("http://" + h.srv.Addr() + path)
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
+	}
 }
 
 // A refused request — stale or future timestamp, bad or missing signature,
