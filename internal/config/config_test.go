@@ -241,6 +241,30 @@ func TestBareNumberIsNotADuration(t *testing.T) {
 	require.ErrorContains(t, err, "no unit")
 }
 
+// A bool key takes true or false (or strconv.ParseBool's other words),
+// never a number or an empty value, from the file or the environment, and
+// the error names the key.
+func TestLooseBoolsAreErrors(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("mail:\n  from: a@example.com\nrelay:\n  listen: 2\n"), 0o600))
+	_, err := config.Load(path, envOf(nil))
+	require.ErrorContains(t, err, "relay.listen")
+	require.ErrorContains(t, err, "2 is not true or false")
+	for _, v := range []string{"", "2", "yes"} {
+		_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_RELAY_LISTEN": v})))
+		require.ErrorContains(t, err, "relay.listen", "MAILSVC_RELAY_LISTEN=%q", v)
+	}
+	for v, want := range map[string]bool{"true": true, "FALSE": false, "1": true, "f": false} {
+		c, err := config.Load("", envOf(with(map[string]string{"MAILSVC_HTTP_PPROF": v})))
+		require.NoError(t, err, "MAILSVC_HTTP_PPROF=%q", v)
+		require.Equal(t, want, c.HTTP.Pprof, "MAILSVC_HTTP_PPROF=%q", v)
+	}
+	c, err := config.Load("", envOf(valid))
+	require.NoError(t, err)
+	require.True(t, c.Relay.Listen, "unset: the default")
+}
+
 func TestServeTimeChecksAreConfigChecks(t *testing.T) {
 	t.Parallel()
 	for key, env := range map[string]map[string]string{

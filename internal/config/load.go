@@ -55,7 +55,7 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	}
 	var c Config
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		rejectBareDuration, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
+		rejectBareDuration, rejectLooseBool, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	if err := c.readSecretFiles(); err != nil {
@@ -79,6 +79,27 @@ func rejectBareDuration(from, to reflect.Type, data any) (any, error) {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
 		return nil, fmt.Errorf("duration %v has no unit: write e.g. %vs or %vms", data, data, data)
+	}
+	return data, nil
+}
+
+// rejectLooseBool refuses a number or an empty string where a bool is
+// expected: the decoder would take YAML "listen: 2" as true and
+// MAILSVC_RELAY_LISTEN="" as false, whatever the default, where
+// MAILSVC_RELAY_LISTEN=2 is already an error (strconv.ParseBool's words
+// stay: true, false, 1, 0, t, f, in any case).
+func rejectLooseBool(from, to reflect.Type, data any) (any, error) {
+	if to.Kind() != reflect.Bool {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return nil, fmt.Errorf("%v is not true or false", data)
+	case reflect.String:
+		if data == "" {
+			return nil, errors.New("empty: write true or false (unset the variable for the default)")
+		}
 	}
 	return data, nil
 }
