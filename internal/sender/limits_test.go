@@ -3,6 +3,7 @@ package sender_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,8 +86,14 @@ func rateLimited(t *testing.T, mails int, limit float64) (*bundle, *resendtest.S
 // waitSent waits up to 30 s until n rows are sent.
 func (b *bundle) waitSent(t *testing.T, n int64) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == n
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		sent := b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`)
+		if sent != n {
+			// On a timeout, the last try says where each row stands.
+			rows := b.sc.QueryStrings(t, `SELECT id || ' ' || status || ' attempts=' || attempts || ' sends=' || sends
+				|| COALESCE(' send_after_in=' || (send_after - now()), '') || COALESCE(' ' || last_error, '') FROM mail ORDER BY id`)
+			assert.Equal(c, n, sent, "mails sent; rows: %s", strings.Join(rows, "; "))
+		}
 	}, 30*time.Second, 20*time.Millisecond)
 }
 
@@ -138,9 +145,7 @@ func TestRateLimited429PausesEveryReplicaAndSpendsNothing(t *testing.T) {
 	cfg.RateLimits = map[string]float64{"resend": 20}
 	ms := b.replicas(t, 2, cfg, sender.Deps{Provider: prov})
 
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == mails
-	}, 30*time.Second, 20*time.Millisecond)
+	b.waitSent(t, mails)
 	reqs := api.Requests()
 	require.Len(t, reqs, mails+1)
 	require.Equal(t, 429, reqs[0].Status)
