@@ -2,11 +2,16 @@ package e2e
 
 // The raw baseline of BenchmarkEndToEnd: the least work that still takes an
 // event from the broker to an SMTP server through PostgreSQL, built here in
-// the test program and run in a child process of it (runRawChild). It is a yardstick, not a design: it validates nothing,
-// renders no template (a one-line subject and body, plus set.padBytes of
-// filler in each body when set), writes no feedback
-// event and publishes nothing. SQL in test code is acceptable here for that
-// reason only; mailsvc's own SQL lives in internal/store.
+// the test program and run in a child process of it (runRawChild). It is a
+// yardstick, not a design: it validates nothing, renders no template (a
+// one-line subject and body, plus set.padBytes of filler in each body when
+// set) and, but for the floor variant (set.render and set.feedback,
+// bench_floor_test.go: mails rendered with mailsvc's templates, one
+// EmailSent per mail through an outbox and a confirming relay), writes no
+// feedback event and publishes nothing. The variants that record each
+// send as mailsvc's promise asks are in bench_recorded_test.go. SQL in test
+// code is acceptable here for that reason only; mailsvc's own SQL lives in
+// internal/store.
 
 import (
 	"bufio"
@@ -34,6 +39,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 // Baseline statements, on the mail table of the migrated test schema (the
@@ -63,14 +69,37 @@ RETURNING id, dedupe_key, to_email, subject, body_text, body_html`
 	rawMarkRowSQL = `UPDATE mail SET status = 'sent', sent_at = now(), updated_at = now() WHERE id = $1`
 )
 
-// rawEvent is the part of an event the baseline reads.
+// rawEvent is the part of an event the baseline reads (the order's
+// lines and amounts only with set.render).
 type rawEvent struct {
-	EventID   string `json:"event_id"`
-	DedupeKey string `json:"dedupe_key"`
-	Data      struct {
-		OrderID string `json:"order_id"`
-		Email   string `json:"email"`
+	EventID    string    `json:"event_id"`
+	DedupeKey  string    `json:"dedupe_key"`
+	OccurredAt time.Time `json:"occurred_at"`
+	Data       struct {
+		OrderID      string `json:"order_id"`
+		Email        string `json:"email"`
+		CustomerName string `json:"customer_name"`
+		Locale       string `json:"locale"`
+		Currency     string `json:"currency"`
+		Total        string `json:"total"`
+		Items        []struct {
+			SKU       string `json:"sku"`
+			Name      string `json:"name"`
+			Quantity  int    `json:"quantity"`
+			UnitPrice string `json:"unit_price"`
+		} `json:"items"`
 	} `json:"data"`
+}
+
+// order is ev as the templates take it.
+func (ev *rawEvent) order() templates.Order {
+	d := ev.Data
+	o := templates.Order{OrderID: d.OrderID, Email: d.Email, CustomerName: d.CustomerName, Locale: d.Locale,
+		Currency: d.Currency, Total: d.Total, OccurredAt: ev.OccurredAt}
+	for _, it := range d.Items {
+		o.Items = append(o.Items, templates.Item{SKU: it.SKU, Name: it.Name, Quantity: it.Quantity, UnitPrice: it.UnitPrice})
+	}
+	return o
 }
 
 // rawRow is a claimed row.
@@ -85,7 +114,9 @@ type rawRow struct {
 // in a process of its own (runRawChild), so that its CPU can be measured
 // apart from the publisher and the SMTP server of the test process.
 type rawPipeline struct {
-	set  benchSettings
+	set benchSettings
+	// tmpl renders the mails with set.render (nil otherwise).
+	tmpl *templates.Registry
 	pool *pgxpool.Pool
 	conn *amqp.Connection
 	ch   *amqp.Channel
@@ -93,8 +124,12 @@ type rawPipeline struct {
 	// records carries the workers' writes to the group commit
 	// (recordLoop) with set.recordEach.
 	records chan recordRequest
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// eventsExchange is where the relay publishes with set.feedback;
+	// relayWake wakes it after a batch's mark committed (markSent).
+	eventsExchange string
+	relayWake      chan struct{}
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
 
 	errOnce sync.Once
 	// failed is closed by the first error of a loop, which err then holds.
@@ -108,6 +143,9 @@ type rawConfig struct {
 	set             benchSettings
 	dbURL, amqpURL  string
 	queue, smtpAddr string
+	// eventsExchange is where feedback events go (set.feedback); the
+	// parent declares it.
+	eventsExchange string
 }
 
 // Environment of the baseline's process: MAILSVC_BENCH_RAW_CHILD selects it
@@ -123,9 +161,10 @@ func (c rawConfig) rawEnv() []string {
 		"DATABASE_URL": c.dbURL, "AMQP_URL": c.amqpURL, "QUEUE": c.queue, "SMTP_ADDR": c.smtpAddr,
 		"WORKERS": strconv.Itoa(c.set.workers), "SEND_BATCH": strconv.Itoa(c.set.sendBatch),
 		"PREFETCH": strconv.Itoa(c.set.prefetch), "INGEST_BATCH": strconv.Itoa(c.set.ingestBatch),
-		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes),
+		"POLL": c.set.poll.String(), "PAD_BYTES": strconv.Itoa(c.set.padBytes), "RENDER": strconv.FormatBool(c.set.render),
 		"MARK_PER_ROW": strconv.FormatBool(c.set.markPerRow), "RECORD_EACH": strconv.FormatBool(c.set.recordEach),
-		"RECORD_LOG": strconv.FormatBool(c.set.recordLog),
+		"RECORD_LOG": strconv.FormatBool(c.set.recordLog), "FEEDBACK": strconv.FormatBool(c.set.feedback),
+		"EVENTS_EXCHANGE": c.eventsExchange,
 	}
 	env := []string{rawChildEnv + "=1"}
 	for k, v := range kv {
@@ -152,7 +191,8 @@ func rawConfigFromEnv() (rawConfig, error) {
 		}
 		return n
 	}
-	c := rawConfig{dbURL: str("DATABASE_URL"), amqpURL: str("AMQP_URL"), queue: str("QUEUE"), smtpAddr: str("SMTP_ADDR")}
+	c := rawConfig{dbURL: str("DATABASE_URL"), amqpURL: str("AMQP_URL"), queue: str("QUEUE"), smtpAddr: str("SMTP_ADDR"),
+		eventsExchange: str("EVENTS_EXCHANGE")}
 	c.set = benchSettings{name: "raw", workers: num("WORKERS"), sendBatch: num("SEND_BATCH"), prefetch: num("PREFETCH"),
 		ingestBatch: num("INGEST_BATCH"), padBytes: num("PAD_BYTES")}
 	var err error
@@ -167,6 +207,15 @@ func rawConfigFromEnv() (rawConfig, error) {
 	}
 	if c.set.recordLog, err = strconv.ParseBool(str("RECORD_LOG")); err != nil {
 		errs = append(errs, fmt.Errorf("%sRECORD_LOG: %w", rawPrefix, err))
+	}
+	if c.set.render, err = strconv.ParseBool(str("RENDER")); err != nil {
+		errs = append(errs, fmt.Errorf("%sRENDER: %w", rawPrefix, err))
+	}
+	if c.set.feedback, err = strconv.ParseBool(str("FEEDBACK")); err != nil {
+		errs = append(errs, fmt.Errorf("%sFEEDBACK: %w", rawPrefix, err))
+	}
+	if c.set.feedback && (!c.set.recordEach || !c.set.recordLog || c.eventsExchange == "") {
+		errs = append(errs, fmt.Errorf("%sFEEDBACK needs RECORD_EACH, RECORD_LOG and EVENTS_EXCHANGE", rawPrefix))
 	}
 	return c, errors.Join(errs...)
 }
@@ -202,11 +251,17 @@ func runRawChild() int {
 }
 
 // startRaw connects to the servers, consumes c.queue (declared by the
-// parent) and starts the loops. It returns once every SMTP connection is
-// open, or the first error.
+// parent) and starts the loops, with set.feedback the relay too. It
+// returns once every SMTP connection is open, or the first error.
 func startRaw(c rawConfig) (_ *rawPipeline, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &rawPipeline{set: c.set, cancel: cancel, failed: make(chan struct{})}
+	r := &rawPipeline{set: c.set, eventsExchange: c.eventsExchange, cancel: cancel, failed: make(chan struct{})}
+	if c.set.render {
+		if r.tmpl, err = templates.New(templates.Options{}); err != nil {
+			cancel()
+			return nil, fmt.Errorf("templates: %w", err)
+		}
+	}
 	var clients []*gomail.Client
 	defer func() {
 		if err != nil {
@@ -220,7 +275,10 @@ func startRaw(c rawConfig) (_ *rawPipeline, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("database URL: %w", err)
 	}
-	pcfg.MaxConns = int32(c.set.workers + 2)
+	pcfg.MaxConns = int32(c.set.workers + 2) // the workers, the ingest loop and the group commit
+	if c.set.feedback {
+		pcfg.MaxConns++ // the relay
+	}
 	if r.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}
@@ -257,6 +315,11 @@ func startRaw(c rawConfig) (_ *rawPipeline, err error) {
 	}
 	if c.set.recordEach {
 		if err := r.startRecording(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if c.set.feedback {
+		if err := r.startRelay(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -310,9 +373,11 @@ func (r *rawPipeline) close() {
 
 // startBaseline declares a quorum queue bound to a fresh input exchange,
 // creates a fresh schema and starts the raw pipeline in a process of its
-// own: the test binary again, with MAILSVC_BENCH_RAW_CHILD set. It returns
-// once that process said it is ready; stop sends it SIGTERM and fails the
-// benchmark if it exits non-zero (its stderr has the error).
+// own: the test binary again, with MAILSVC_BENCH_RAW_CHILD set. With
+// set.feedback it first declares the events exchange and a queue that
+// counts the EmailSent events (newFloorEvents). It returns once that
+// process said it is ready; stop sends it SIGTERM and fails the benchmark
+// if it exits non-zero (its stderr has the error).
 func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	srv := smtptest.New(b, smtptest.Options{Discard: discard})
 	sc := storetest.New(b)
@@ -325,10 +390,14 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	require.NoError(b, err)
 	require.NoError(b, ch.QueueBind(names.Queue, "order.confirmed", names.InputExchange, false, nil))
 	require.NoError(b, conn.Close())
+	var events *floorEvents
+	if set.feedback {
+		events = newFloorEvents(b, names)
+	}
 
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), rawConfig{set: set, dbURL: sc.URL, amqpURL: brokertest.URL(), queue: names.Queue,
-		smtpAddr: srv.Addr}.rawEnv()...)
+		smtpAddr: srv.Addr, eventsExchange: names.EventsExchange}.rawEnv()...)
 	logs := &syncBuffer{}
 	cmd.Stderr = logs
 	// A pipe of our own, not StdoutPipe: Wait does not close it, so the
@@ -370,6 +439,9 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 				return sc.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent'`) == int64(n)
 			}, time.Minute, 10*time.Millisecond, "baseline rows sent")
 			require.Equal(b, n, srv.Count(), "SMTP deliveries")
+			if events != nil {
+				events.settle(b, sc, n)
+			}
 		},
 		stop: func(b *testing.B) {
 			_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -430,6 +502,13 @@ func (r *rawPipeline) insert(ctx context.Context, batch []amqp.Delivery) error {
 		subject := "Order " + ev.Data.OrderID + " confirmed"
 		row := []string{ev.EventID, ev.DedupeKey, ev.Data.OrderID, ev.Data.Email, string(d.Body), subject,
 			subject + "\n" + filler, "<p>" + subject + "</p><p>" + filler + "</p>"}
+		if r.tmpl != nil {
+			m, err := r.tmpl.Render(templates.OrderConfirmed, ev.Data.Locale, ev.order())
+			if err != nil {
+				return fmt.Errorf("render %s: %w", ev.DedupeKey, err)
+			}
+			row[3], row[5], row[6], row[7] = m.ToAddress, m.Subject, m.Text, m.HTML
+		}
 		for i, v := range row {
 			cols[i] = append(cols[i], v)
 		}

@@ -14,7 +14,8 @@ import (
 // outcome and its next start mark are one write, and the writes of all the
 // workers waiting at the same moment share one statement and one commit
 // (recordLoop). Nothing else of mailsvc's is done: no fencing token, no
-// lease kept, no feedback event, no outbox, no template.
+// lease kept, no feedback event, no outbox, no template (the floor variant
+// adds the templates and the feedback events: see below).
 //
 // With recordLog the same writes are rows appended to a narrow table,
 // mail_send_log (started, sent): the send of mail `started` started, mail
@@ -27,6 +28,15 @@ import (
 // old log partitions; that cost is not in the figure.) A break-it review
 // of the plain version built it to show that the plain version is not a
 // lower bound.
+//
+// The floor (set.render and set.feedback, bench_floor_test.go) is the
+// recordLog version with mailsvc's rendered mails and, in the UPDATE that
+// marks a batch sent, one EmailSent per mail inserted into the outbox,
+// which a relay publishes with confirms: the least work that keeps both
+// mailsvc's promise and its contract, still without validation, fencing
+// tokens, leases,
+// cancels, retries, dead-lettering, the relay's per-order ordering and
+// lease, tracing or metrics.
 
 // rawRecordSQL marks the rows of $1 sent and those of $2 started, in one
 // statement and one commit. The start mark changes no indexed column, so
@@ -66,7 +76,8 @@ type recordRequest struct {
 // sendRecorded sends the rows one by one with send, each after its start
 // mark committed together with the previous row's outcome; the last row's
 // outcome is a write of its own, or with recordLog the UPDATE that marks
-// the whole batch sent.
+// the whole batch sent (markSent, which with set.feedback also writes the
+// batch's events).
 func (r *rawPipeline) sendRecorded(ctx context.Context, rows []rawRow, send func(rawRow) error) error {
 	var prev int64
 	ids := make([]int64, 0, len(rows))
@@ -83,10 +94,7 @@ func (r *rawPipeline) sendRecorded(ctx context.Context, rows []rawRow, send func
 	if !r.set.recordLog {
 		return r.record(ctx, prev, 0)
 	}
-	if _, err := r.pool.Exec(ctx, rawMarkSQL, ids); err != nil {
-		return fmt.Errorf("mark raw mails sent: %w", err)
-	}
-	return nil
+	return r.markSent(ctx, ids)
 }
 
 // record hands the write to recordLoop and waits for its commit.

@@ -38,4 +38,9 @@ func TestBenchDefaultsAreTheConfigDefaults(t *testing.T) {
 	mark := markPerRowSettings
 	mark.name, mark.markPerRow = defaultSettings.name, false
 	require.Equal(t, defaultSettings, mark, "the mark-per-row baseline differs from the defaults only in marking")
+	floor := floorSettings
+	require.True(t, floor.render, "the floor's mails are mailsvc's rendered mails")
+	floor.name, floor.render, floor.feedback = recordedLogSettings.name, false, false
+	require.Equal(t, recordedLogSettings, floor,
+		"the floor differs from the recorded-log baseline only in its rendered mails and feedback events")
 }
