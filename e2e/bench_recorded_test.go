@@ -31,12 +31,11 @@ import (
 //
 // The floor (set.render and set.feedback, bench_floor_test.go) is the
 // recordLog version with mailsvc's rendered mails and, in the UPDATE that
-// marks a batch sent, one EmailSent per mail inserted into the outbox,
-// which a relay publishes with confirms: the least work that keeps both
+// marks a batch sent, one EmailSent per mail queued in a narrow table,
+// which a relay publishes with confirms: the job done with nothing beyond
 // mailsvc's promise and its contract, still without validation, fencing
-// tokens, leases,
-// cancels, retries, dead-lettering, the relay's per-order ordering and
-// lease, tracing or metrics.
+// tokens, leases, cancels, retries, dead-lettering, the relay's per-order
+// ordering and lease, tracing or metrics.
 
 // rawRecordSQL marks the rows of $1 sent and those of $2 started, in one
 // statement and one commit. The start mark changes no indexed column, so

@@ -63,7 +63,7 @@ type benchSettings struct {
 	render bool
 	// feedback (with recordLog) is baseline only: the statement that
 	// marks a batch sent also writes one EmailSent per mail to the
-	// outbox, and a relay publishes them with confirms
+	// floor's event queue, and a relay publishes them with confirms
 	// (bench_floor_test.go).
 	feedback bool
 }
@@ -85,9 +85,9 @@ var (
 	recordedLogSettings = benchSettings{name: "defaults-recorded-log", workers: 8, sendBatch: 50, prefetch: 200, ingestBatch: 100,
 		poll: time.Second, recordEach: true, recordLog: true}
 	// floorSettings are recordedLogSettings for the floor baseline
-	// (bench_floor_test.go), the least work that keeps mailsvc's promise
-	// and its contract: mails as large as mailsvc's, and one EmailSent per
-	// mail written to the outbox with its batch's sent mark and published
+	// (bench_floor_test.go), the job mailsvc does with nothing beyond its
+	// promise and its contract: mailsvc's rendered mails, and one
+	// EmailSent per mail queued with its batch's sent mark and published
 	// with confirms.
 	floorSettings = benchSettings{name: "defaults-floor", workers: 8, sendBatch: 50, prefetch: 200, ingestBatch: 100,
 		poll: time.Second, render: true, recordEach: true, recordLog: true, feedback: true}
@@ -311,7 +311,7 @@ func benchTable(rs []benchResult, idle cpuUse) string {
 		benchMails, benchRepeats, benchRate, benchSeconds)
 	fmt.Fprintf(&sb, "ratio, cpu ratio: over the mark-per-batch baseline with the same settings\n")
 	fmt.Fprintf(&sb, "floor: mailsvc/defaults over baseline/defaults-floor, the least work that keeps mailsvc's promise and "+
-		"contract (the recorded-log baseline with mailsvc's rendered mails and one EmailSent per mail through the outbox, "+
+		"contract (the recorded-log baseline with mailsvc's rendered mails and one EmailSent per mail through a transactional queue, "+
 		"published with confirms; no validation, fencing, leases, cancels, retries or relay ordering)\n")
 	fmt.Fprintf(&sb, "CPU from /proc between ready and settled; proc = the pipeline process; "+
 		"pg-own = the part of pg in the backends of the pipeline's connections; %s; "+
