@@ -8,10 +8,11 @@ package e2e
 // set) and, but for the floor variant (set.render and set.feedback,
 // bench_floor_test.go: mails rendered with mailsvc's templates, one
 // EmailSent per mail through a transactional queue and a confirming
-// relay), writes no feedback event and publishes nothing. The variants that record each
-// send as mailsvc's promise asks are in bench_recorded_test.go. SQL in test
-// code is acceptable here for that reason only; mailsvc's own SQL lives in
-// internal/store.
+// relay), writes no feedback event and publishes nothing. The variants that
+// record each send as mailsvc's promise asks are in bench_recorded_test.go.
+// SQL in test code is acceptable here for that reason only; mailsvc's own
+// SQL lives in internal/store. The child parses events itself (rawEvent)
+// rather than through mailsvc's consumer, which it is measured against.
 
 import (
 	"bufio"
