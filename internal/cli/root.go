@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
 // ExitError carries the process exit code for an error.
@@ -42,6 +43,9 @@ type env struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	configPath string
+	// redactor masks the loaded config's secrets in what the command
+	// prints and in the error it returns (Execute); nil until load.
+	redactor *mailtype.Redactor
 }
 
 // load reads the configuration (file, then MAILSVC_* environment). An
@@ -51,6 +55,8 @@ func (e *env) load() (*config.Config, error) {
 	if err != nil {
 		return nil, &ExitError{Code: 2, Err: fmt.Errorf("invalid config:\n%w", err)}
 	}
+	e.redactor = cfg.Redactor()
+	e.stdout, e.stderr = e.redactor.Writer(e.stdout), e.redactor.Writer(e.stderr)
 	return cfg, nil
 }
 
@@ -64,13 +70,24 @@ func (e *env) logger(cfg *config.Config) *slog.Logger {
 
 // Execute runs the command line args until it ends or ctx is cancelled.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	root := newRoot(ctx, stdout, stderr)
+	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	root := newRootFor(e)
 	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	err := root.ExecuteContext(ctx)
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		// The exit code stays readable through the redacted text.
+		return &ExitError{Code: ee.Code, Err: e.redactor.Error(err)}
+	}
+	return e.redactor.Error(err)
 }
 
 func newRoot(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	return newRootFor(&env{ctx: ctx, stdout: stdout, stderr: stderr})
+}
+
+func newRootFor(e *env) *cobra.Command {
+	stdout, stderr := e.stdout, e.stderr
 	root := &cobra.Command{
 		Use:           "mailsvc",
 		Short:         "mailsvc turns order events into customer e-mails, never losing one",

@@ -58,11 +58,12 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 		rejectBareDuration, rejectLooseBool, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	// What follows may quote a value; none may quote a secret.
 	if err := c.readSecretFiles(); err != nil {
-		return nil, err
+		return nil, c.Redactor().Error(err)
 	}
 	if err := errors.Join(c.Validate(), c.loadTLS(time.Now())); err != nil {
-		return nil, err
+		return nil, c.Redactor().Error(err)
 	}
 	return &c, nil
 }

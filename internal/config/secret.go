@@ -60,3 +60,19 @@ func (u URL) LogValue() slog.Value { return slog.StringValue(u.String()) }
 
 // MarshalText keeps the password out of YAML and JSON output.
 func (u URL) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// Secrets returns every secret value of the configuration: smtp.password,
+// resend.api_key, webhooks.resend_secret (set directly or read from their
+// *_file) and the passwords inside database.url, amqp.url and
+// amqp.management_url, however those are written. NewRedactor takes them.
+func (c *Config) Secrets() []string {
+	s := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal()}
+	for _, u := range []URL{c.Database.URL, c.AMQP.URL, c.AMQP.ManagementURL} {
+		s = append(s, mailtype.ConnSecrets(string(u))...)
+	}
+	return s
+}
+
+// Redactor is a mailtype.Redactor for c.Secrets(): what mailsvc prints
+// (errors, log lines) passes through it.
+func (c *Config) Redactor() *mailtype.Redactor { return mailtype.NewRedactor(c.Secrets()...) }

@@ -43,7 +43,7 @@ type Options struct {
 func Open(ctx context.Context, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, parseURLError(o.URL, err)
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
