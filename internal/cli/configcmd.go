@@ -26,6 +26,9 @@ func newConfigCmd(e *env) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("print config: %w", err)
 			}
+			for _, w := range cfg.Warnings() {
+				fmt.Fprintln(e.stderr, "warning:", w)
+			}
 			_, err = fmt.Fprintf(e.stdout, "# config is valid\n%s%s", out, certificateReport(cfg.Certificates(), time.Now()))
 			return err
 		},

@@ -65,7 +65,11 @@ func (e *env) load() (*config.Config, error) {
 func (e *env) logger(cfg *config.Config) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.Log.Level)) // validated by config
-	return slog.New(slog.NewJSONHandler(e.stdout, &slog.HandlerOptions{Level: lvl}))
+	log := slog.New(slog.NewJSONHandler(e.stdout, &slog.HandlerOptions{Level: lvl}))
+	for _, w := range cfg.Warnings() {
+		log.Warn("config: " + w)
+	}
+	return log
 }
 
 // Execute runs the command line args until it ends or ctx is cancelled.

@@ -122,3 +122,33 @@ func runCLIAll(t *testing.T, config string, args ...string) (string, string, err
 	err := Execute(ctx, append([]string{"--config", config}, args...), &out, &errOut)
 	return out.String(), errOut.String(), err
 }
+
+// A secret file every user can read is named, with its mode, by config
+// check (stderr) and serve (a warn line); a 0600 one is not.
+func TestSecretFileReadableByAllIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	names := brokertest.New(t)
+	addr := closedPort(t)
+	for mode, warned := range map[os.FileMode]bool{0o644: true, 0o604: true, 0o640: false, 0o600: false} {
+		t.Run(fmt.Sprintf("%04o", mode), func(t *testing.T) {
+			t.Parallel()
+			key := filepath.Join(t.TempDir(), "api-key")
+			require.NoError(t, os.WriteFile(key, []byte("re_x\n"), 0o600))
+			require.NoError(t, os.Chmod(key, mode))
+			cfg := writeOpsConfig(t, "postgres://postgres@"+addr+"/x?connect_timeout=2", "amqp://guest:guest@"+addr+"/",
+				names, fmt.Sprintf("resend:\n  api_key_file: %q\n", key))
+			want := fmt.Sprintf("resend.api_key_file: %s is readable by every user (mode %04o)", key, mode)
+			_, stderr, err := runCLIAll(t, cfg, "config", "check")
+			require.NoError(t, err)
+			stdout, _, err := runCLIAll(t, cfg, "serve")
+			require.Equal(t, ExitUnavailable, ExitCode(err), "%v", err)
+			if warned {
+				require.Equal(t, "warning: "+want+": chmod 600 it, or set defaultMode: 0400 on the Kubernetes secret volume\n", stderr)
+				require.Contains(t, stdout, `"level":"WARN","msg":"config: `+want)
+			} else {
+				require.Empty(t, stderr)
+				require.NotContains(t, stdout, "readable by every user")
+			}
+		})
+	}
+}

@@ -28,6 +28,8 @@ type Config struct {
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
+	// warnings are Load's (Warnings).
+	warnings []string
 }
 
 // Database configures the PostgreSQL connection.

@@ -135,6 +135,7 @@ func (c *Config) readSecretFiles() error {
 			errs = append(errs, fmt.Errorf("%s: %w", key, err))
 			return
 		}
+		c.warnReadableByAll(key, file)
 		*dst = Secret(strings.TrimRight(string(b), "\r\n"))
 	}
 	read("smtp.password_file", c.SMTP.PasswordFile, &c.SMTP.Password)
@@ -142,3 +143,20 @@ func (c *Config) readSecretFiles() error {
 	read("webhooks.resend_secret_file", c.Webhooks.ResendSecretFile, &c.Webhooks.ResendSecret)
 	return errors.Join(errs...)
 }
+
+// warnReadableByAll adds a warning when the secret file that key names can
+// be read by every user of the machine. A warning, not a refusal: a
+// Kubernetes secret volume mounts its files 0644 unless the pod sets
+// defaultMode, and some platforms mount them in ways mailsvc cannot change.
+func (c *Config) warnReadableByAll(key, file string) {
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm()&0o004 == 0 {
+		return
+	}
+	c.warnings = append(c.warnings, fmt.Sprintf("%s: %s is readable by every user (mode %04o): chmod 600 it, "+
+		"or set defaultMode: 0400 on the Kubernetes secret volume", key, file, fi.Mode().Perm()))
+}
+
+// Warnings are what Load noticed that is allowed but unsafe, one line each,
+// each naming its key: config check prints them and serve logs them.
+func (c *Config) Warnings() []string { return slices.Clone(c.warnings) }
