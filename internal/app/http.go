@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/httpguard"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
@@ -40,6 +41,7 @@ type httpServer struct {
 	// lasts its ?seconds=) then ends at once instead of holding up the
 	// graceful shutdown until its budget runs out.
 	endRequests context.CancelFunc
+	limits      httpguard.Limits
 }
 
 // checks is read on every request, so checks added after construction
@@ -76,10 +78,13 @@ func newHTTPServer(cfg config.HTTP, g prometheus.Gatherer, checks *[]ReadyCheck,
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	requests, endRequests := context.WithCancel(context.Background())
+	limits := httpguard.Probes
+	if cfg.Pprof {
+		limits.WriteTimeout = 0 // a CPU profile or trace lasts its ?seconds=
+	}
 	return &httpServer{
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
-			BaseContext: func(net.Listener) context.Context { return requests }},
-		addr: cfg.Addr, pprof: cfg.Pprof, endRequests: endRequests,
+		srv:  httpguard.Server(limits, mux, requests),
+		addr: cfg.Addr, pprof: cfg.Pprof, endRequests: endRequests, limits: limits,
 		log: log.With("component", "http"),
 	}
 }
@@ -94,7 +99,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // rules of internal/lifecycle. A listen error (port taken) is returned.
 func (h *httpServer) Start(ctx context.Context) error {
 	return h.life.StartFunc(ctx, func(context.Context) (lifecycle.Func, error) {
-		ln, err := net.Listen("tcp", h.addr)
+		ln, err := httpguard.Listen(h.addr, h.limits)
 		if err != nil {
 			return nil, err
 		}

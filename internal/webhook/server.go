@@ -22,6 +22,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/mailsvc/mailsvc/internal/httpguard"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -127,7 +128,7 @@ func (s *Server) Addr() string { return s.addr }
 // of internal/lifecycle. A listen error (port taken) is returned.
 func (s *Server) Start(ctx context.Context) error {
 	return s.life.StartFunc(ctx, func(context.Context) (lifecycle.Func, error) {
-		ln, err := net.Listen("tcp", s.cfg.Addr)
+		ln, err := httpguard.Listen(s.cfg.Addr, s.limits())
 		if err != nil {
 			return nil, fmt.Errorf("webhooks: %w", err)
 		}
@@ -137,10 +138,17 @@ func (s *Server) Start(ctx context.Context) error {
 	})
 }
 
+// limits are httpguard.Webhooks with the configured body size.
+func (s *Server) limits() httpguard.Limits {
+	l := httpguard.Webhooks
+	l.MaxBodyBytes = s.cfg.MaxBodyBytes
+	return l
+}
+
 // serve serves and purges until stop, then shuts down gracefully until
 // abort. A Serve that ends by itself is the returned error.
 func (s *Server) serve(ln net.Listener, stop, abort context.Context) error {
-	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second}
+	srv := httpguard.Server(s.limits(), s.handler, nil)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	tick := time.NewTicker(s.cfg.PurgeInterval)
