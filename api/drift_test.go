@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -176,6 +177,23 @@ var driftCases = []driftCase{
 	{name: "order_id over 200 bytes but not characters", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = strings.Repeat("đ", 101) }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "a NUL in an unknown field", base: confirmed, change: func(ev map[string]any) { data(ev)["note"] = "a\x00b" }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 	{name: "body over 256 KiB", base: cancelled, change: func(ev map[string]any) { data(ev)["note"] = strings.Repeat("x", 262144) }, want: consumerOnly, reason: mailtype.ReasonTooLarge},
+	// Two keys encoding/json takes for one field: the schema's parser
+	// keeps one, Go's another; the consumer refuses both.
+	{name: "email twice", raw: replaced(confirmed, `"email":"b@example.com"`, `"email":"b@example.com","email":"victim@example.com"`), want: consumerOnly, reason: mailtype.ReasonMalformedJSON},
+	{name: "email and EMAIL", raw: replaced(confirmed, `"email":"b@example.com"`, `"email":"b@example.com","EMAIL":"victim@example.com"`), want: consumerOnly, reason: mailtype.ReasonMalformedJSON},
+	{name: "event_type twice", raw: replaced(confirmed, `"event_type":"OrderConfirmed"`, `"event_type":"OrderShipped","event_type":"OrderConfirmed"`), want: consumerOnly, reason: mailtype.ReasonMalformedJSON},
+	{name: "an item's sku and SKU", raw: replaced(confirmed, `"sku":"SKU-1"`, `"sku":"SKU-1","SKU":"SKU-9"`), want: consumerOnly, reason: mailtype.ReasonMalformedJSON},
+	{name: "order_id twice in a cancel", raw: replaced(cancelled, `"order_id":"42"`, `"order_id":"42","order_id":"43"`), want: consumerOnly, reason: mailtype.ReasonMalformedJSON},
+}
+
+// replaced is base() as JSON with old, which must occur once, replaced by
+// new: JSON that encoding/json never writes.
+func replaced(base func() map[string]any, old, new string) string {
+	b, err := json.Marshal(base())
+	if err != nil || strings.Count(string(b), old) != 1 {
+		panic(fmt.Sprintf("replaced: %q is not once in %s (%v)", old, b, err))
+	}
+	return strings.Replace(string(b), old, new, 1)
 }
 
 // TestSchemaAndConsumerAgree runs every example through the schema and the

@@ -34,11 +34,12 @@ func newEventValidateCmd(e *env) *cobra.Command {
 		Long: `Validate reads events from FILE ("-" = stdin): one JSON event, a JSON array of events, or
 NDJSON (one event per line). Each event is checked twice: against the JSON Schema
 api/schemas/order-event.json (draft 2020-12, formats asserted), and by mailsvc's own consumer,
-exactly as it decides a delivery (the rules no schema can state: dedupe_key derived from order_id
-and revision, known ISO 4217 currency, decimals of the currency, byte limits, rendering), without
-a broker or a database. It prints every reason of both, one per line, naming the field, and exits
-0 when every event is valid, 2 when one is not. The AMQP message_id (which must equal event_id)
-is a message property, not in a file: it is not checked.
+exactly as it decides a delivery (the rules no schema can state: no object with two keys equal
+ignoring letter case, such as "email" twice or "email" and "EMAIL", at any depth; dedupe_key
+derived from order_id and revision, known ISO 4217 currency, decimals of the currency, byte
+limits, rendering), without a broker or a database. It prints every reason of both, one per
+line, naming the field, and exits 0 when every event is valid, 2 when one is not. The AMQP
+message_id (which must equal event_id) is a message property, not in a file: it is not checked.
 
 Limits and templates come from --config (amqp.max_message_bytes, templates.*) when given, else
 from the defaults.`,

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -124,4 +125,61 @@ func TestEventValidateReadsTheConfig(t *testing.T) {
 	_, err = runValidate(t, validCancelled, "--config", writeData(t, "amqp:\n  nope: 1\n"), "-")
 	require.Equal(t, 2, ExitCode(err))
 	require.ErrorContains(t, err, "invalid config")
+}
+
+// An event with two keys that encoding/json takes for one field (equal, or
+// equal but for letter case), in any object at any depth, is invalid: the
+// consumer's reason names the object's path and both keys, and the exit
+// code is 2, whatever the schema, which reads such keys otherwise, says.
+func TestEventValidateRefusesDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	flat := strings.ReplaceAll(validConfirmed, "\n", "")
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"exact duplicate email", `"email":"b@example.com"`, `"email":"b@example.com","email":"victim@example.com"`,
+			`data: key "email" duplicates "email"`},
+		{"case variant email", `"email":"b@example.com"`, `"email":"b@example.com","EMAIL":"victim@example.com"`,
+			`data: key "EMAIL" duplicates "email"`},
+		{"Kelvin sign", `"email":"b@example.com"`, `"email":"b@example.com","\u212aey":1,"key":2`,
+			`data: key "key" duplicates "` + "\u212a" + `ey"`},
+		{"two event_ids", `"event_id":"0192f4c4-8d3e-7b4a-9c1d-2e5f6a7b8c9d"`,
+			`"event_id":"0192f4c4-8d3e-7b4a-9c1d-2e5f6a7b8c9d","event_id":"0192f4c4-0000-7b4a-9c1d-2e5f6a7b8c9d"`,
+			`body: key "event_id" duplicates "event_id"`},
+		{"event_type in another case", `"event_type":"OrderConfirmed"`, `"event_type":"OrderShipped","Event_Type":"OrderConfirmed"`,
+			`body: key "Event_Type" duplicates "event_type"`},
+		{"an item's quantity", `"quantity":2`, `"quantity":2,"QUANTITY":200`,
+			`data.items[0]: key "QUANTITY" duplicates "quantity"`},
+		{"deep in an item", `"quantity":2`, `"quantity":2,"options":{"gift":[{"to":"B"},{"to":"B","tO":"C"}]}`,
+			`data.items[0].options.gift[1]: key "tO" duplicates "to"`},
+	}
+	var ndjson []string
+	for _, c := range cases {
+		require.Equal(t, 1, strings.Count(flat, c.old), c.name)
+		ev := strings.Replace(flat, c.old, c.new, 1)
+		ndjson = append(ndjson, ev)
+
+		out, err := runValidate(t, ev, "-")
+		require.Error(t, err, c.name)
+		require.Equal(t, ExitInvalid, ExitCode(err), c.name)
+		require.Contains(t, out, "-: event 1: consumer: malformed_json: "+c.want+" (", c.name)
+		require.NotContains(t, out, "valid\n", c.name)
+	}
+
+	// Every line of a file is judged, each naming its own path.
+	file := writeData(t, strings.Join(append(ndjson, flat), "\n")+"\n")
+	out, err := runValidate(t, "", file)
+	require.Equal(t, ExitInvalid, ExitCode(err))
+	require.EqualError(t, err, file+": 7 of 8 events invalid")
+	for i, c := range cases {
+		require.Contains(t, out, fmt.Sprintf("%s: event %d: consumer: malformed_json: %s", file, i+1, c.want), c.name)
+	}
+	require.Contains(t, out, file+": event 8: valid\n")
+
+	// The same key in sibling objects is no duplicate.
+	two := strings.Replace(flat, `"items":[{"name":"Áo thun","quantity":2,"unit_price":"625000"}]`,
+		`"items":[{"name":"Áo thun","quantity":2,"unit_price":"625000"},{"name":"Nón lá","quantity":1,"unit_price":"150000"}]`, 1)
+	require.NotEqual(t, flat, two)
+	out, err = runValidate(t, two, "-")
+	require.NoError(t, err, out)
 }

@@ -184,3 +184,56 @@ func (trivialRenderer) Render(_, locale string, o templates.Order) (templates.Re
 }
 
 func (trivialRenderer) Settings(string) (templates.Settings, error) { return templates.Settings{}, nil }
+
+// BenchmarkKeyScan prices the duplicate-key scan Decide runs on every
+// event before decoding it (consumer.DuplicateKeyError), CPU only, no
+// servers: decoding an OrderConfirmed as Decide does (the envelope, then
+// its data) without and with the scan, and the whole Decide (which scans,
+// decodes, checks and renders) for scale. It reports ns per event of each
+// and the ratios scan+decode/decode and scan/Decide:
+//
+//	go test -run '^$' -bench KeyScan ./internal/consumer/
+func BenchmarkKeyScan(b *testing.B) {
+	reg, err := templates.New(templates.Options{})
+	require.NoError(b, err)
+	d := &consumer.Decider{MaxBytes: 1 << 20, MaxEventAge: 24 * time.Hour, FromDomain: "shop.example", Templates: reg}
+	for _, items := range []int{1, 50} {
+		b.Run(fmt.Sprintf("items=%d", items), func(b *testing.B) {
+			ev := confirmedNow("42")
+			lines := make([]any, items)
+			for i := range lines {
+				lines[i] = map[string]any{"sku": fmt.Sprintf("SKU-%d", i), "name": "Áo thun", "quantity": 1, "unit_price": "625000"}
+			}
+			data(ev)["items"] = lines
+			data(ev)["total"] = fmt.Sprint(625000 * items)
+			msg := body(b, ev)
+			dup, err := consumer.FindDuplicateKeyForTest(msg)
+			require.NoError(b, err)
+			require.Nil(b, dup)
+			require.NoError(b, consumer.DecodeForTest(msg))
+			require.Equal(b, consumer.ActionRecord, d.Decide(consumer.Message{Body: msg}).Action)
+
+			perEvent := func(f func()) float64 {
+				start := time.Now()
+				for range b.N {
+					f()
+				}
+				return float64(time.Since(start).Nanoseconds()) / float64(b.N)
+			}
+			decode := perEvent(func() { _ = consumer.DecodeForTest(msg) })
+			scanned := perEvent(func() {
+				_, _ = consumer.FindDuplicateKeyForTest(msg)
+				_ = consumer.DecodeForTest(msg)
+			})
+			scan := perEvent(func() { _, _ = consumer.FindDuplicateKeyForTest(msg) })
+			decide := perEvent(func() { _ = d.Decide(consumer.Message{Body: msg}) })
+			b.ReportMetric(float64(len(msg)), "bytes/event")
+			b.ReportMetric(decode, "ns/decode")
+			b.ReportMetric(scanned, "ns/scan+decode")
+			b.ReportMetric(scanned/decode, "ratio")
+			b.ReportMetric(decide, "ns/decide")
+			b.ReportMetric(scan/decide, "scan/decide")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}

@@ -83,16 +83,31 @@ type Decider struct {
 // Decide validates m (docs/contract.md, "Input") and says what to do with it:
 // record an OrderConfirmed (rendered once, marked stale when too old) or
 // an OrderCancelled, ignore another event type, or dead-letter a message
-// that can never succeed (too large, malformed, a missing or invalid
-// field, a value PostgreSQL cannot store, an unsupported version, a
-// message_id that differs from event_id, a bad address, a render error).
+// that can never succeed (too large, malformed, an object with a key
+// repeated in any letter case, a missing or invalid field, a value
+// PostgreSQL cannot store, an unsupported version, a message_id that
+// differs from event_id, a bad address, a render error).
 func (d *Decider) Decide(m Message) Decision {
 	if len(m.Body) > d.MaxBytes {
 		return deadLetter(eventTypeOther, "", permanent(mailtype.ReasonTooLarge, "body is %d bytes, more than %d", len(m.Body), d.MaxBytes))
 	}
+	// Before anything is decoded, not even event_type: an object with two
+	// keys encoding/json takes for one field (equal, or equal but for
+	// letter case) is read differently by other parsers, so which
+	// recipient, type or id it carries is not well defined.
+	dup, scanErr := findDuplicateKey(m.Body)
+	if dup != nil {
+		return deadLetter(eventTypeOther, "", mailtype.NewError(mailtype.Permanent, mailtype.ReasonMalformedJSON, dup))
+	}
 	var env envelope
 	if err := decodeJSON(m.Body, &env, "body"); err != nil {
 		return deadLetter(eventTypeOther, "", err)
+	}
+	if scanErr != nil {
+		// Not reached: what the scan cannot read, json.Unmarshal refuses
+		// (above). Should they ever differ, refuse rather than trust keys
+		// nobody checked.
+		return deadLetter(eventTypeOther, "", permanent(mailtype.ReasonMalformedJSON, "body: its keys could not be checked for duplicates: %v", scanErr))
 	}
 	if env.EventType == nil || *env.EventType == "" {
 		return deadLetter(eventTypeOther, "", permanent(mailtype.ReasonMissingField, "event_type is required"))

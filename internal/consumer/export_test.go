@@ -33,3 +33,25 @@ func (c *Consumer) CloseChannelForTest() error {
 	}
 	return ch.Close()
 }
+
+// FindDuplicateKeyForTest runs Decide's key scan on b.
+func FindDuplicateKeyForTest(b []byte) (*DuplicateKeyError, error) { return findDuplicateKey(b) }
+
+// FoldKeyForTest is the folded form the key scan compares keys by.
+func FoldKeyForTest(key string) string { return foldKey(key) }
+
+// MaxScanDepthForTest is the deepest nesting the key scan follows.
+const MaxScanDepthForTest = maxScanDepth
+
+// DecodeForTest decodes b as Decide does (the envelope, then its data),
+// without the key scan and without checking a field.
+func DecodeForTest(b []byte) error {
+	var env envelope
+	if err := decodeJSON(b, &env, "body"); err != nil {
+		return err
+	}
+	if _, _, err := parseOrderID(env.Data); err != nil {
+		return err
+	}
+	return nil
+}
