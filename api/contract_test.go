@@ -108,6 +108,9 @@ func TestFeedbackSchemaListsWhatTheCodeHas(t *testing.T) {
 	data := at(t, mail, "$defs", "data", "properties")
 	var statuses []string
 	for _, s := range mailtype.Statuses {
+		if s == mailtype.StatusHeld {
+			continue // no event is written while a mail is held: release and cancel-held report pending or cancelled
+		}
 		statuses = append(statuses, string(s))
 	}
 	require.Equal(t, statuses, strs(t, at(t, data, "status", "enum")))

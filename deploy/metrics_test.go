@@ -124,6 +124,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcQueueNearlyFull", "MailsvcInputBacklogGrowing", "MailsvcEventLagHigh", "MailsvcOutboxStuck",
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
+		"MailsvcMailsHeld",
 	}
 	var got []string
 	for _, r := range rules {

@@ -14,6 +14,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/sender/resend"
 	"github.com/mailsvc/mailsvc/internal/sender/smtp"
+	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
 	"github.com/mailsvc/mailsvc/internal/webhook"
 )
@@ -104,7 +105,8 @@ func secretsOf(c *config.Config) []string {
 // grace for its verdict.
 func janitorConfig(c *config.Config) sender.JanitorConfig {
 	return sender.JanitorConfig{Sender: senderConfig(c), RetentionWindow: c.Retention.Window,
-		Interval: min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
+		RecipientLimit: RecipientLimit(c),
+		Interval:       min(30*time.Second, max(time.Second, c.Sender.Lease/4))}
 }
 
 // BrokerConfig is the part of cfg every AMQP connection shares (the
@@ -181,4 +183,10 @@ func resendConfig(c *config.Config) resend.Config {
 // TemplatesOptions is the template registry's part of cfg: templates.*.
 func TemplatesOptions(c *config.Config) templates.Options {
 	return templates.Options{Dir: c.Templates.Dir, DefaultLocale: c.Templates.DefaultLocale, TimeZone: c.Templates.TimeZone}
+}
+
+// RecipientLimit is mail.recipient_limit and its window, as the store
+// applies them at ingest.
+func RecipientLimit(c *config.Config) store.RecipientLimit {
+	return store.RecipientLimit{Mails: c.Mail.RecipientLimit, Window: c.Mail.RecipientLimitWindow}
 }

@@ -47,8 +47,9 @@ func operatorBroker(cfg *config.Config, name string) broker.Config {
 }
 
 func newMailCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, list, resend, reconcile"}
-	cmd.AddCommand(newMailShowCmd(e), newMailListCmd(e), newMailResendCmd(e), newMailReconcileCmd(e))
+	cmd := &cobra.Command{Use: "mail", Short: "Inspect and act on mails: show, list, resend, reconcile, release, cancel-held"}
+	cmd.AddCommand(newMailShowCmd(e), newMailListCmd(e), newMailResendCmd(e), newMailReconcileCmd(e),
+		newMailReleaseCmd(e), newMailCancelHeldCmd(e))
 	return cmd
 }
 
@@ -175,7 +176,7 @@ func newMailListCmd(e *env) *cobra.Command {
 	var status string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list --status unknown|failed|pending|sending [--older-than D] [--template T] [--limit N] [--json]",
+		Use:   "list --status unknown|failed|pending|sending|held [--older-than D] [--template T] [--limit N] [--json]",
 		Short: "List the mails of one status, oldest change first (the keys to reconcile, resend or look into)",
 		Example: "  mailsvc mail list --status unknown --older-than 1h\n" +
 			"  mailsvc mail list --status failed --template order_confirmed --limit 500 --json",

@@ -221,6 +221,14 @@ type Mail struct {
 	// comes after its confirmation was, or may have been, delivered, the
 	// customer is mailed the order_cancelled template.
 	CancelNotice bool `mapstructure:"cancel_notice" yaml:"cancel_notice"`
+	// RecipientLimit is the per-recipient safety limit: at most this many
+	// mails for one address (compared lower-cased) are sent per
+	// RecipientLimitWindow; the ones over it are recorded held, until an
+	// operator releases or cancels them. 0 turns it off.
+	RecipientLimit int `mapstructure:"recipient_limit" yaml:"recipient_limit"`
+	// RecipientLimitWindow is the fixed window the limit counts in,
+	// aligned to the Unix epoch on the database's clock; whole seconds.
+	RecipientLimitWindow time.Duration `mapstructure:"recipient_limit_window" yaml:"recipient_limit_window"`
 }
 
 // Relay configures the outbox relay.

@@ -84,11 +84,13 @@ var defaults = map[string]any{
 	// https://resend.com/docs/api-reference/rate-limit).
 	"resend.rate_limit": ResendDefaultRateLimit,
 
-	"mail.from":                  "",
-	"mail.max_event_age":         24 * time.Hour,
-	"mail.cancel_notice":         true,
-	"mail.reply_to":              "",
-	"mail.idempotency_namespace": "",
+	"mail.from":                   "",
+	"mail.max_event_age":          24 * time.Hour,
+	"mail.cancel_notice":          true,
+	"mail.recipient_limit":        50,
+	"mail.recipient_limit_window": time.Hour,
+	"mail.reply_to":               "",
+	"mail.idempotency_namespace":  "",
 
 	"relay.batch_size":        100,
 	"relay.poll_interval":     time.Second,

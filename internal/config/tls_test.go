@@ -141,7 +141,7 @@ func TestDatabaseTLSParametersThatNeedNoFile(t *testing.T) {
 	// A '+' in a path is a '+' for the driver: the file checked is the one it reads.
 	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "postgres://u@h/db?sslmode=verify-full&sslrootcert=/no/ca+corp.pem"})))
 	require.ErrorContains(t, err, "/no/ca+corp.pem")
-	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h password='unterminated"})))
+	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h password='s3cret-open"})))
 	require.ErrorContains(t, err, "database.url: password: unterminated quoted value")
-	require.NotContains(t, err.Error(), "unterminated'")
+	require.NotContains(t, err.Error(), "s3cret-open")
 }

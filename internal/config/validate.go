@@ -190,7 +190,8 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 		"sender.retry_backoff": s.RetryBackoff, "sender.retry_backoff_max": s.RetryBackoffMax,
 		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
 		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
-		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
+		"mail.recipient_limit_window": c.Mail.RecipientLimitWindow,
+		"relay.poll_interval":         c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
 		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
 		"relay.unroutable_window": c.Relay.UnroutableWindow,
 		"amqp.reconnect_backoff":  c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
@@ -213,6 +214,12 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	}
 	if c.Retention.Window < c.AMQP.RedeliveryWindow {
 		bad("retention.window", "(%s) must be at least amqp.redelivery_window (%s): a row deleted earlier lets a redelivered event send again", c.Retention.Window, c.AMQP.RedeliveryWindow)
+	}
+	if c.Mail.RecipientLimit < 0 {
+		bad("mail.recipient_limit", "must be 0 (off) or positive, got %d", c.Mail.RecipientLimit)
+	}
+	if w := c.Mail.RecipientLimitWindow; w > 0 && (w < time.Second || w%time.Second != 0) {
+		bad("mail.recipient_limit_window", "must be whole seconds, at least 1s, got %s", w)
 	}
 	if c.Retention.Window < c.Mail.MaxEventAge {
 		bad("retention.window", "(%s) must be at least mail.max_event_age (%s)", c.Retention.Window, c.Mail.MaxEventAge)

@@ -275,6 +275,8 @@ func (l *loop) logOutcome(r broker.Delivery, d Decision, outcome mailtype.Outcom
 	switch outcome {
 	case mailtype.OutcomeDeadLettered:
 		l.c.log.Warn("event dead-lettered", append(args, "reason", string(d.Err.Reason), "error", mailtype.Sanitize(d.Err.Error()))...)
+	case mailtype.OutcomeHeld:
+		l.c.log.Warn("mail held: its recipient is over mail.recipient_limit", args...)
 	case mailtype.OutcomeInserted, mailtype.OutcomeDuplicate, mailtype.OutcomeIgnored:
 		l.c.log.Debug("event consumed", args...)
 	default:

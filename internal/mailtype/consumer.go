@@ -30,12 +30,16 @@ const (
 	// OutcomeDeadLettered: a permanent error sent the message to the
 	// dead-letter exchange.
 	OutcomeDeadLettered Outcome = "dead_lettered"
+	// OutcomeHeld: an OrderConfirmed over the per-recipient safety limit
+	// (mail.recipient_limit) created its mail held: recorded, not sent
+	// until an operator releases it.
+	OutcomeHeld Outcome = "held"
 )
 
 // Outcomes lists every outcome, for pre-initialized metric labels.
 var Outcomes = []Outcome{
 	OutcomeInserted, OutcomeDuplicate, OutcomeTombstoned, OutcomeCancelled,
-	OutcomeTooLate, OutcomeStale, OutcomeIgnored, OutcomeDeadLettered,
+	OutcomeTooLate, OutcomeStale, OutcomeIgnored, OutcomeDeadLettered, OutcomeHeld,
 }
 
 // DeadLetterReasons lists the reasons the consumer dead-letters a message

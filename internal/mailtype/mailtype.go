@@ -9,8 +9,10 @@ import "strconv"
 // Status is the state of a row in table mail (docs/design.md, "State machine").
 type Status string
 
-// The six states of a mail. Terminal states are Sent, Failed and Cancelled;
-// Unknown is terminal until an operator reconciles it.
+// The seven states of a mail. Terminal states are Sent, Failed and
+// Cancelled; Unknown is terminal until an operator reconciles it. Held is
+// a mail over the per-recipient safety limit (mail.recipient_limit): never
+// claimed, until an operator releases it (pending) or cancels it.
 const (
 	StatusPending   Status = "pending"
 	StatusSending   Status = "sending"
@@ -18,10 +20,11 @@ const (
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
 	StatusUnknown   Status = "unknown"
+	StatusHeld      Status = "held"
 )
 
 // Statuses lists every status, in the order dashboards show them.
-var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusFailed, StatusCancelled, StatusUnknown}
+var Statuses = []Status{StatusPending, StatusSending, StatusSent, StatusFailed, StatusCancelled, StatusUnknown, StatusHeld}
 
 // EventType is the event_type field of an input or output event.
 type EventType string

@@ -21,6 +21,7 @@ type JanitorStore interface {
 	FinishAttempts(ctx context.Context, as []store.Attempt) ([]store.AttemptResult, error)
 	DeleteFinished(ctx context.Context, window time.Duration, limit int) (int64, error)
 	CountUnknown(ctx context.Context) (int64, error)
+	DeleteOldRecipientWindows(ctx context.Context, w store.RecipientLimit, limit int) (int64, error)
 }
 
 // JanitorConfig configures a Janitor.
@@ -35,6 +36,9 @@ type JanitorConfig struct {
 	// RetentionWindow is retention.window: sent, failed and cancelled rows
 	// older than this are deleted. 0 disables deletion.
 	RetentionWindow time.Duration
+	// RecipientLimit is the per-recipient safety limit: its counts of
+	// windows older than two windows are deleted. Off: none.
+	RecipientLimit store.RecipientLimit
 	// BatchSize is the most rows one statement changes (default 500).
 	BatchSize int
 	// MaxBatches bounds the statements of one kind per round (default 20),
@@ -218,9 +222,29 @@ func (j *Janitor) RunOnce(ctx context.Context) (Round, error) {
 			break
 		}
 	}
+	if err := j.forgetRecipientWindows(ctx); err != nil {
+		return r, err
+	}
 	u, err := withTimeout(ctx, j.cfg.DBTimeout, j.deps.Store.CountUnknown)
 	r.Unknown = u
 	return r, err
+}
+
+// forgetRecipientWindows deletes the per-recipient counts that no longer
+// decide anything, a batch at a time, at most MaxBatches a round.
+func (j *Janitor) forgetRecipientWindows(ctx context.Context) error {
+	if j.cfg.RecipientLimit.Mails <= 0 || j.cfg.RecipientLimit.Window <= 0 {
+		return nil
+	}
+	for range j.cfg.MaxBatches {
+		n, err := withTimeout(ctx, j.cfg.DBTimeout, func(c context.Context) (int64, error) {
+			return j.deps.Store.DeleteOldRecipientWindows(c, j.cfg.RecipientLimit, j.cfg.BatchSize)
+		})
+		if err != nil || n < int64(j.cfg.BatchSize) {
+			return err
+		}
+	}
+	return nil
 }
 
 // settle handles one batch of expired sends and reports how many it

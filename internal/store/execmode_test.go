@@ -165,7 +165,7 @@ func TestOperatorCommandsInEveryExecMode(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, map[mailtype.Status]int64{
 				mailtype.StatusPending: 1, mailtype.StatusSending: 0, mailtype.StatusSent: 2,
-				mailtype.StatusFailed: 0, mailtype.StatusCancelled: 1, mailtype.StatusUnknown: 0,
+				mailtype.StatusFailed: 0, mailtype.StatusCancelled: 1, mailtype.StatusUnknown: 0, mailtype.StatusHeld: 0,
 			}, stats.Mails)
 			require.EqualValues(t, 2, stats.OutboxPending)
 		})

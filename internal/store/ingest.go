@@ -100,7 +100,8 @@ type dbtx interface {
 // one multi-row INSERT ... ON CONFLICT DO NOTHING); a batch of fresh mails
 // only is a single autocommit statement, anything else one transaction.
 //
-// Outcomes: a mail is inserted, stale (recorded as failed + EmailFailed) or
+// Outcomes: a mail is inserted, held (over the per-recipient limit, see
+// RecipientLimit), stale (recorded as failed + EmailFailed) or
 // duplicate (its event_id or dedupe_key exists, nothing written); a cancel
 // is tombstoned, cancelled, too_late (feedback written as docs/contract.md,
 // "What a cancel does" says) or duplicate (nothing left to change: already cancelled,
@@ -120,7 +121,7 @@ func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult,
 	if needsTx(items) {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.ingestTx(ctx, tx, items, res) })
 	} else {
-		err = insertMails(ctx, s.pool, items, res)
+		err = insertMails(ctx, s.pool, s.recipientLimit, items, res)
 	}
 	if err != nil {
 		return nil, ingestError(err)
@@ -156,7 +157,7 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 		for j < len(items) && items[j].Mail != nil {
 			j++
 		}
-		if err := insertMails(ctx, tx, items[i:j], res[i:j]); err != nil {
+		if err := insertMails(ctx, tx, s.recipientLimit, items[i:j], res[i:j]); err != nil {
 			return err
 		}
 		if err := s.staleFeedback(ctx, tx, items[i:j], res[i:j]); err != nil {
@@ -177,13 +178,108 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[])
      AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev)
 ON CONFLICT DO NOTHING
-RETURNING event_id::text, dedupe_key`
+RETURNING event_id::text, dedupe_key, status`
+
+// insertLimitedMailsSQL is insertMailsSQL with the per-recipient safety
+// limit ($22 mails per window of $23 seconds, on the database's clock):
+// w adds the batch's pending mails to each recipient's window count
+// (recipient_window, the address lower-cased) in recipient order, so that
+// two replicas lock the same rows in the same order and never deadlock,
+// and its row lock orders them: the limit holds across replicas. A
+// pending mail whose rank among its recipient's mails in this window
+// (the count before the batch plus its rank in the batch) exceeds the
+// limit is inserted held. A duplicate that ON CONFLICT skips has been
+// counted: the count errs towards holding, never towards sending.
+const insertLimitedMailsSQL = `
+WITH u AS (
+    SELECT u.*, lower(m) AS r,
+           row_number() OVER (PARTITION BY lower(m), st = 'pending' ORDER BY ord) AS nth,
+           count(*) OVER (PARTITION BY lower(m), st = 'pending') AS n
+    FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[])
+         WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ord)
+), w AS (
+    INSERT INTO recipient_window AS w (recipient, window_start, mails)
+    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $23::int) * $23::int), count(*)
+    FROM u WHERE st = 'pending' GROUP BY r ORDER BY r
+    ON CONFLICT (recipient, window_start) DO UPDATE SET mails = w.mails + excluded.mails
+    RETURNING recipient, mails
+)
+INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
+                  subject, body_text, body_html, message_id, status, last_error, last_error_class,
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid,
+       CASE WHEN st = 'pending' AND w.mails - n + nth > $22::int THEN 'held' ELSE st END,
+       nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev
+FROM u LEFT JOIN w ON w.recipient = u.r AND u.st = 'pending'
+ORDER BY ord
+ON CONFLICT DO NOTHING
+RETURNING event_id::text, dedupe_key, status`
+
+// RecipientLimit is the per-recipient safety limit (mail.recipient_limit,
+// mail.recipient_limit_window): at most Mails mails for one address
+// (compared lower-cased) are recorded pending in one fixed window of
+// Window, aligned to the Unix epoch on the database's clock; the ones
+// over it are recorded held. Mails 0 turns it off.
+type RecipientLimit struct {
+	Mails  int
+	Window time.Duration
+}
+
+// on reports whether the limit applies.
+func (l RecipientLimit) on() bool { return l.Mails > 0 && l.Window >= time.Second }
 
 // insertMails inserts every item (all mails) in one statement and sets
-// res[i] to inserted, stale or duplicate. A row conflicting on event_id or
-// dedupe_key, with the table or with an earlier row of the same statement,
-// is skipped.
-func insertMails(ctx context.Context, q querier, items []IngestItem, res []IngestResult) error {
+// res[i] to inserted, held, stale or duplicate. A row conflicting on
+// event_id or dedupe_key, with the table or with an earlier row of the
+// same statement, is skipped.
+func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []IngestItem, res []IngestResult) error {
+	args := insertMailsArgs(items)
+	sql := insertMailsSQL
+	if limit.on() {
+		sql = insertLimitedMailsSQL
+		args = append(args, int32(limit.Mails), int32(limit.Window/time.Second))
+	}
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("insert mails: %w", err)
+	}
+	inserted := map[[2]string][]string{}
+	for rows.Next() {
+		var id, key, status string
+		if err := rows.Scan(&id, &key, &status); err != nil {
+			rows.Close()
+			return fmt.Errorf("scan inserted mail: %w", err)
+		}
+		k := [2]string{id, key}
+		inserted[k] = append(inserted[k], status)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("insert mails: %w", err)
+	}
+	for i, it := range items {
+		k := [2]string{it.Mail.EventID, it.Mail.DedupeKey}
+		got := inserted[k]
+		switch {
+		case len(got) == 0:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeDuplicate}
+		case it.Mail.Stale:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeStale}
+		case got[0] == string(mailtype.StatusHeld):
+			res[i] = IngestResult{Outcome: mailtype.OutcomeHeld}
+		default:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeInserted}
+		}
+		if len(got) > 0 {
+			inserted[k] = got[1:] // an identical later item in the batch is the duplicate
+		}
+	}
+	return nil
+}
+
+// insertMailsArgs are the 21 column arrays of insertMailsSQL.
+func insertMailsArgs(items []IngestItem) []any {
 	n := len(items)
 	cols := make([][]string, 19)
 	for c := range cols {
@@ -208,41 +304,11 @@ func insertMails(ctx context.Context, q querier, items []IngestItem, res []Inges
 		}
 		occurred[i], revisions[i] = m.OccurredAt, int32(revisionOr1(m.Revision))
 	}
-	args := make([]any, 0, 21)
+	args := make([]any, 0, 23)
 	for _, c := range cols {
 		args = append(args, c)
 	}
-	rows, err := q.Query(ctx, insertMailsSQL, append(args, occurred, revisions)...)
-	if err != nil {
-		return fmt.Errorf("insert mails: %w", err)
-	}
-	inserted := map[[2]string]int{}
-	for rows.Next() {
-		var id, key string
-		if err := rows.Scan(&id, &key); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan inserted mail: %w", err)
-		}
-		inserted[[2]string{id, key}]++
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert mails: %w", err)
-	}
-	for i, it := range items {
-		k := [2]string{it.Mail.EventID, it.Mail.DedupeKey}
-		switch {
-		case inserted[k] == 0:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeDuplicate}
-		case it.Mail.Stale:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeStale}
-		default:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeInserted}
-		}
-		if inserted[k] > 0 {
-			inserted[k]-- // an identical later item in the batch is the duplicate
-		}
-	}
-	return nil
+	return append(args, occurred, revisions)
 }
 
 // revisionOr1 is r, or 1 for an unset revision.

@@ -17,7 +17,7 @@ import (
 //     when no row holds that key, so a later OrderConfirmed creates nothing;
 //   - upd: for every mail of the template and revision (the confirmation
 //     and its resends; never a cancellation notice, never another
-//     revision): pending -> cancelled; sending -> cancel_requested only,
+//     revision): pending or held -> cancelled; sending -> cancel_requested only,
 //     with no event yet: the sender's outcome decides (a release or a
 //     failure ends cancelled, a send that was or may have been delivered
 //     reports EmailCancelTooLate after its own outcome); sent and unknown
@@ -41,12 +41,12 @@ WITH tomb AS (
 ), upd AS (
     UPDATE mail SET
         status           = CASE WHEN status = 'pending' AND ambiguous > 0 THEN 'unknown'
-                                WHEN status = 'pending' THEN 'cancelled' ELSE status END,
+                                WHEN status IN ('pending', 'held') THEN 'cancelled' ELSE status END,
         cancel_requested = cancel_requested OR status = 'sending' OR (status = 'pending' AND ambiguous > 0),
         cancel_event_id  = $2::uuid,
-        updated_at       = CASE WHEN status IN ('pending', 'sending') THEN now() ELSE updated_at END
+        updated_at       = CASE WHEN status IN ('pending', 'held', 'sending') THEN now() ELSE updated_at END
     WHERE order_id = $1 AND template = $4 AND revision = $5
-      AND (status = 'pending'
+      AND (status IN ('pending', 'held')
            OR (status = 'sending' AND NOT cancel_requested)
            OR (status IN ('sent', 'unknown', 'failed') AND cancel_event_id IS NULL))
     RETURNING dedupe_key, template, status, sends, provider, provider_message_id,

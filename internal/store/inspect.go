@@ -163,6 +163,8 @@ SELECT
   (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
       SELECT status, count(*) AS n FROM mail WHERE status IN ('pending', 'sending', 'unknown') GROUP BY status
       UNION ALL
+      SELECT 'held', count(*) FROM mail WHERE status = 'held'
+      UNION ALL
       SELECT status, sum(n)::bigint FROM (
           SELECT status, n FROM mail_status_total UNION ALL SELECT status, n FROM mail_status_delta) f
       GROUP BY status) c),

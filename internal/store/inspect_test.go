@@ -85,7 +85,7 @@ func TestStatsCountsEveryStatusAndBacklog(t *testing.T) {
 
 	st, err = sc.Store.Stats(ctx(t))
 	require.NoError(t, err)
-	require.Equal(t, map[mailtype.Status]int64{"pending": 2, "sending": 1, "sent": 3, "failed": 0, "cancelled": 0, "unknown": 1}, st.Mails)
+	require.Equal(t, map[mailtype.Status]int64{"pending": 2, "sending": 1, "sent": 3, "failed": 0, "cancelled": 0, "unknown": 1, "held": 0}, st.Mails)
 	require.InDelta(t, 90, st.OldestPendingAge.Seconds(), 10)
 	require.EqualValues(t, 2, st.OutboxPending)
 	require.InDelta(t, 30, st.OutboxOldestAge.Seconds(), 10)

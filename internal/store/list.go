@@ -12,11 +12,11 @@ import (
 )
 
 // ListableStatuses are the statuses ListMails takes: the ones with work
-// left, which a partial index holds (mail_active_idx), and failed
-// (mail_failed_idx). Sent and cancelled rows are the bulk of the table and
+// left, which a partial index holds (mail_active_idx), held
+// (mail_held_idx) and failed (mail_failed_idx). Sent and cancelled rows are the bulk of the table and
 // are not listed.
 var ListableStatuses = []mailtype.Status{mailtype.StatusUnknown, mailtype.StatusFailed,
-	mailtype.StatusPending, mailtype.StatusSending}
+	mailtype.StatusPending, mailtype.StatusSending, mailtype.StatusHeld}
 
 // MailFilter selects the mails of ListMails.
 type MailFilter struct {

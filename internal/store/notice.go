@@ -89,7 +89,10 @@ func (s *Store) insertNotice(ctx context.Context, tx dbtx, confirmation, traceCo
 	}
 	m.TraceContext = traceContext
 	res := make([]IngestResult, 1)
-	if err := insertMails(ctx, tx, []IngestItem{{Mail: &m}}, res); err != nil {
+	// Outside the per-recipient limit: the notice corrects a mail that was
+	// already handed over, and holding it would leave the customer with the
+	// confirmation of a cancelled order.
+	if err := insertMails(ctx, tx, RecipientLimit{}, []IngestItem{{Mail: &m}}, res); err != nil {
 		return false, fmt.Errorf("insert the notice of %s: %w", confirmation, err)
 	}
 	return res[0].Outcome == mailtype.OutcomeInserted, nil

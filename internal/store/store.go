@@ -20,6 +20,8 @@ type Store struct {
 	eventsExchange string
 	// notices renders cancellation notices; nil writes none.
 	notices NoticeRenderer
+	// recipientLimit holds the mails over the per-recipient limit.
+	recipientLimit RecipientLimit
 }
 
 // Options configures Open.
@@ -35,6 +37,9 @@ type Options struct {
 	// Notices renders the cancellation notice a cancel that came too late
 	// writes (mail.cancel_notice); nil writes none.
 	Notices NoticeRenderer
+	// RecipientLimit is the per-recipient safety limit of Ingest; the zero
+	// value is off.
+	RecipientLimit RecipientLimit
 }
 
 // Open connects a pool and checks that the database answers. It returns an
@@ -61,7 +66,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if ex == "" {
 		ex = "mail.events"
 	}
-	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices}, nil
+	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices, recipientLimit: o.RecipientLimit}, nil
 }
 
 // preferGenericPlans sets plan_cache_mode = force_generic_plan on the

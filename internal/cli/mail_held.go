@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// heldFlags are what release and cancel-held share: whose held mails,
+// and how many at most.
+type heldFlags struct {
+	to    string
+	all   bool
+	limit int
+}
+
+func (f *heldFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.to, "to", "", "only the mails to this address (compared lower-cased)")
+	cmd.Flags().BoolVar(&f.all, "all", false, "every held mail, whoever it is to")
+	cmd.Flags().IntVar(&f.limit, "limit", 1000, "the most mails acted on, oldest first")
+}
+
+// filter checks that exactly one of --to and --all was given: a bulk
+// action on every held mail is never the default.
+func (f *heldFlags) filter() (store.HeldFilter, error) {
+	if (f.to == "") == !f.all {
+		return store.HeldFilter{}, &ExitError{Code: 2, Err: errors.New("say whose held mails: --to ADDRESS or --all")}
+	}
+	if f.limit <= 0 {
+		return store.HeldFilter{}, &ExitError{Code: 2, Err: fmt.Errorf("--limit must be positive, got %d", f.limit)}
+	}
+	return store.HeldFilter{To: f.to, Limit: f.limit}, nil
+}
+
+func newMailReleaseCmd(e *env) *cobra.Command {
+	var f heldFlags
+	cmd := &cobra.Command{
+		Use:   "release --to ADDRESS|--all [--limit N]",
+		Short: "Send held mails (over mail.recipient_limit): they become pending and are sent as any other",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			hf, err := f.filter()
+			if err != nil {
+				return err
+			}
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				n, err := st.ReleaseHeld(e.ctx, hf)
+				if err != nil {
+					return storeError(cfg, "", err)
+				}
+				_, err = fmt.Fprintf(e.stdout, "released %d held mail(s)\n", n)
+				return err
+			})
+		},
+	}
+	f.bind(cmd)
+	return cmd
+}
+
+func newMailCancelHeldCmd(e *env) *cobra.Command {
+	var f heldFlags
+	cmd := &cobra.Command{
+		Use:   "cancel-held --to ADDRESS|--all [--limit N]",
+		Short: "Cancel held mails (over mail.recipient_limit), each with its EmailCancelled; none is sent",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			hf, err := f.filter()
+			if err != nil {
+				return err
+			}
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				n, err := st.CancelHeld(e.ctx, hf)
+				if err != nil {
+					return storeError(cfg, "", err)
+				}
+				_, err = fmt.Fprintf(e.stdout, "cancelled %d held mail(s)\n", n)
+				return err
+			})
+		},
+	}
+	f.bind(cmd)
+	return cmd
+}
