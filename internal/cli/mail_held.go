@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -37,35 +38,22 @@ func (f *heldFlags) filter() (store.HeldFilter, error) {
 }
 
 func newMailReleaseCmd(e *env) *cobra.Command {
-	var f heldFlags
-	cmd := &cobra.Command{
-		Use:   "release --to ADDRESS|--all [--limit N]",
-		Short: "Send held mails (over mail.recipient_limit): they become pending and are sent as any other",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			hf, err := f.filter()
-			if err != nil {
-				return err
-			}
-			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				n, err := st.ReleaseHeld(e.ctx, hf)
-				if err != nil {
-					return storeError(cfg, "", err)
-				}
-				_, err = fmt.Fprintf(e.stdout, "released %d held mail(s)\n", n)
-				return err
-			})
-		},
-	}
-	f.bind(cmd)
-	return cmd
+	return newHeldCmd(e, "release", "Send held mails (over mail.recipient_limit): they become pending and are sent as any other",
+		"released", (*store.Store).ReleaseHeld)
 }
 
 func newMailCancelHeldCmd(e *env) *cobra.Command {
+	return newHeldCmd(e, "cancel-held", "Cancel held mails (over mail.recipient_limit), each with its EmailCancelled; none is sent",
+		"cancelled", (*store.Store).CancelHeld)
+}
+
+// newHeldCmd is a bulk action on held mails: name, its help, the word its
+// report uses, and the store's action.
+func newHeldCmd(e *env, name, short, did string, act func(*store.Store, context.Context, store.HeldFilter) (int64, error)) *cobra.Command {
 	var f heldFlags
 	cmd := &cobra.Command{
-		Use:   "cancel-held --to ADDRESS|--all [--limit N]",
-		Short: "Cancel held mails (over mail.recipient_limit), each with its EmailCancelled; none is sent",
+		Use:   name + " --to ADDRESS|--all [--limit N]",
+		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			hf, err := f.filter()
@@ -73,11 +61,11 @@ func newMailCancelHeldCmd(e *env) *cobra.Command {
 				return err
 			}
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				n, err := st.CancelHeld(e.ctx, hf)
+				n, err := act(st, e.ctx, hf)
 				if err != nil {
 					return storeError(cfg, "", err)
 				}
-				_, err = fmt.Fprintf(e.stdout, "cancelled %d held mail(s)\n", n)
+				_, err = fmt.Fprintf(e.stdout, "%s %d held mail(s)\n", did, n)
 				return err
 			})
 		},

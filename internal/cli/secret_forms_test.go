@@ -72,12 +72,7 @@ func TestNoConnectionStringSecretInAnyOutput(t *testing.T) {
 		for _, args := range commands {
 			t.Run(name+"/"+strings.Join(args, " "), func(t *testing.T) {
 				t.Parallel()
-				stdout, stderr, err := runCLIAll(t, cfg, args...)
-				require.NotContains(t, stdout, marker)
-				require.NotContains(t, stderr, marker)
-				if err != nil {
-					require.NotContains(t, err.Error(), marker)
-				}
+				requireNoMarker(t, cfg, args...)
 			})
 		}
 	}
@@ -101,14 +96,21 @@ func TestNoSecretFileOrBrokerSecretInAnyOutput(t *testing.T) {
 		for _, args := range [][]string{{"config", "check"}, {"serve"}, {"dlq", "list"}} {
 			t.Run(name+"/"+strings.Join(args, " "), func(t *testing.T) {
 				t.Parallel()
-				stdout, stderr, err := runCLIAll(t, cfg, args...)
-				require.NotContains(t, stdout, marker)
-				require.NotContains(t, stderr, marker)
-				if err != nil {
-					require.NotContains(t, err.Error(), marker)
-				}
+				requireNoMarker(t, cfg, args...)
 			})
 		}
+	}
+}
+
+// requireNoMarker runs the command line with config and fails if the
+// marker is in its stdout, its stderr or its error.
+func requireNoMarker(t *testing.T, config string, args ...string) {
+	t.Helper()
+	stdout, stderr, err := runCLIAll(t, config, args...)
+	require.NotContains(t, stdout, marker)
+	require.NotContains(t, stderr, marker)
+	if err != nil {
+		require.NotContains(t, err.Error(), marker)
 	}
 }
 

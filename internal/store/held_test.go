@@ -28,17 +28,6 @@ func (b *ingestBundle) limited(t *testing.T, mails int) *store.Store {
 	return b.sc.Open(t, store.Options{RecipientLimit: store.RecipientLimit{Mails: mails, Window: time.Hour}})
 }
 
-func outcomes(t *testing.T, st *store.Store, items ...store.IngestItem) []mailtype.Outcome {
-	t.Helper()
-	res, err := st.Ingest(context.Background(), items)
-	require.NoError(t, err)
-	out := make([]mailtype.Outcome, len(res))
-	for i, r := range res {
-		out[i] = r.Outcome
-	}
-	return out
-}
-
 // Mails over the limit are recorded held, counted per address lower-cased;
 // another address, a duplicate and a stale mail are not counted.
 func TestRecipientLimitHoldsTheMailsOverIt(t *testing.T) {
@@ -50,10 +39,10 @@ func TestRecipientLimitHoldsTheMailsOverIt(t *testing.T) {
 	stale.Mail.Stale = true
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeInserted, mailtype.OutcomeStale,
 		mailtype.OutcomeInserted, mailtype.OutcomeHeld, mailtype.OutcomeInserted},
-		outcomes(t, st, dup, confirmTo("o2", "B@Example.com"), stale, confirmTo("o3", "b@EXAMPLE.com"),
+		outcomesOf(t, st, dup, confirmTo("o2", "B@Example.com"), stale, confirmTo("o3", "b@EXAMPLE.com"),
 			confirmTo("o4", "b@example.com"), confirmTo("o5", "c@example.com")))
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate, mailtype.OutcomeHeld},
-		outcomes(t, st, dup, confirmTo("o6", "b@example.com")))
+		outcomesOf(t, st, dup, confirmTo("o6", "b@example.com")))
 	require.Equal(t, int64(3), b.count(t, `SELECT count(*) FROM mail WHERE status = 'pending' AND lower(to_email) = 'b@example.com'`))
 	require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM mail WHERE status = 'held'`))
 	// The duplicate's second delivery was counted: the count errs towards holding.
@@ -111,7 +100,7 @@ func TestReleaseAndCancelHeld(t *testing.T) {
 	for i := range 4 {
 		items = append(items, confirmTo(fmt.Sprintf("a%d", i), "a@example.com"), confirmTo(fmt.Sprintf("z%d", i), "z@example.com"))
 	}
-	outcomes(t, st, items...)
+	outcomesOf(t, st, items...)
 	require.Equal(t, int64(6), b.count(t, `SELECT count(*) FROM mail WHERE status = 'held'`))
 
 	n, err := st.ReleaseHeld(b.ctx, store.HeldFilter{To: "A@example.com", Limit: 2})
@@ -134,9 +123,9 @@ func TestOrderCancelledCancelsAHeldMail(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	st := b.limited(t, 1)
-	outcomes(t, st, confirmTo("h1", "h@example.com"), confirmTo("h2", "h@example.com"))
+	outcomesOf(t, st, confirmTo("h1", "h@example.com"), confirmTo("h2", "h@example.com"))
 	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled},
-		outcomes(t, st, store.IngestItem{Cancel: &store.Cancel{EventID: uuid.NewString(), OrderID: "h2", Template: "order_confirmed"}}))
+		outcomesOf(t, st, store.IngestItem{Cancel: &store.Cancel{EventID: uuid.NewString(), OrderID: "h2", Template: "order_confirmed"}}))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE status = 'cancelled' AND order_id = 'h2'`))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelled, mailtype.ConfirmationKey("h2")))
 }
