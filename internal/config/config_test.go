@@ -88,7 +88,12 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"smtp.rate_limit":             {"MAILSVC_SMTP_RATE_LIMIT": "-0.5"},
 		"log.mail_outcomes":           {"MAILSVC_LOG_MAIL_OUTCOMES": "warn"},
 		"serve.roles":                 {"MAILSVC_SERVE_ROLES": "consumer,mailer"},
+		"mail.recipient_limit":        {"MAILSVC_MAIL_RECIPIENT_LIMIT": "-1"},
+		"mail.recipient_limit_window": {"MAILSVC_MAIL_RECIPIENT_LIMIT_WINDOW": "1500ms"},
+		"amqp.url":                    {"MAILSVC_AMQP_URL": "amqps:guest:pw@127.0.0.1/"},
 	}
+	// An empty number is refused, not taken as 0 (which turns the limit off).
+	cases["mail.recipient_limit (3)"] = map[string]string{"MAILSVC_MAIL_RECIPIENT_LIMIT": ""}
 	for key, env := range map[string]map[string]string{
 		// The fallback's own section must be complete.
 		"resend.api_key":             {"MAILSVC_SENDER_FALLBACK_PROVIDER": "resend"},
@@ -96,13 +101,18 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"mail.idempotency_namespace": {"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod with space"},
 		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "From"},
 		"serve.roles":                {"MAILSVC_SERVE_ROLES": ""},
+		// The per-recipient limit: the database counts in 32-bit integers.
+		"mail.recipient_limit":        {"MAILSVC_MAIL_RECIPIENT_LIMIT": "4294967296"},
+		"mail.recipient_limit_window": {"MAILSVC_MAIL_RECIPIENT_LIMIT_WINDOW": "1193046h28m16s"},
+		"amqp.url":                    {"MAILSVC_AMQP_URL": "amqp:/guest:pw@127.0.0.1:5672/"},
 	} {
 		cases[key+" (2)"] = env
 	}
 	for key, env := range cases {
 		_, err := config.Load("", envOf(with(env)))
 		require.Error(t, err, key)
-		require.Contains(t, err.Error(), strings.TrimSuffix(key, " (2)"))
+		require.Contains(t, err.Error(), strings.TrimSuffix(strings.TrimSuffix(key, " (2)"), " (3)"))
+		require.NotContains(t, err.Error(), ":pw@", key)
 	}
 	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "Resend-Idempotency-Key",
 		"MAILSVC_MAIL_IDEMPOTENCY_NAMESPACE": "prod-eu"})))

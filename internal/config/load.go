@@ -55,7 +55,7 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	}
 	var c Config
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		rejectBareDuration, rejectLooseBool, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
+		rejectBareDuration, rejectLooseBool, rejectEmptyNumber, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	// What follows may quote a value; none may quote a secret.
@@ -100,6 +100,20 @@ func rejectLooseBool(from, to reflect.Type, data any) (any, error) {
 	case reflect.String:
 		if data == "" {
 			return nil, errors.New("empty: write true or false (unset the variable for the default)")
+		}
+	}
+	return data, nil
+}
+
+// rejectEmptyNumber refuses an empty string where a number is expected:
+// the decoder would take MAILSVC_MAIL_RECIPIENT_LIMIT="" as 0, which for
+// some keys means off, whatever the default.
+func rejectEmptyNumber(from, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if to != durationType && from.Kind() == reflect.String && data == "" {
+			return nil, errors.New("empty: write a number (unset the variable for the default)")
 		}
 	}
 	return data, nil

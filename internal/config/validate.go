@@ -64,6 +64,13 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// The bounds of the per-recipient limit: the database counts in 32-bit
+// integers, and a window over 30 days outlives any producer's mistake.
+const (
+	maxRecipientLimit       = 1_000_000
+	maxRecipientLimitWindow = 30 * 24 * time.Hour
+)
+
 func (c *Config) validateConnections(bad func(string, string, ...any)) {
 	if db := c.Database.URL.Reveal(); db == "" {
 		bad("database.url", "is required")
@@ -72,7 +79,10 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 			bad("database.url", "must be a postgres:// URL or a key=value connection string")
 		}
 	}
-	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") {
+	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") ||
+		!strings.HasPrefix(strings.ToLower(c.AMQP.URL.Reveal()), u.Scheme+"://") {
+		// amqp:/u:pw@h and amqp:u:pw@h parse, as a path or an opaque part,
+		// and the client would dial localhost as guest.
 		bad("amqp.url", "must be an amqp:// or amqps:// URL")
 	}
 	for key, name := range map[string]string{
@@ -215,11 +225,11 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	if c.Retention.Window < c.AMQP.RedeliveryWindow {
 		bad("retention.window", "(%s) must be at least amqp.redelivery_window (%s): a row deleted earlier lets a redelivered event send again", c.Retention.Window, c.AMQP.RedeliveryWindow)
 	}
-	if c.Mail.RecipientLimit < 0 {
-		bad("mail.recipient_limit", "must be 0 (off) or positive, got %d", c.Mail.RecipientLimit)
+	if n := c.Mail.RecipientLimit; n < 0 || n > maxRecipientLimit {
+		bad("mail.recipient_limit", "must be 0 (off) or 1 to %d, got %d", maxRecipientLimit, n)
 	}
-	if w := c.Mail.RecipientLimitWindow; w > 0 && (w < time.Second || w%time.Second != 0) {
-		bad("mail.recipient_limit_window", "must be whole seconds, at least 1s, got %s", w)
+	if w := c.Mail.RecipientLimitWindow; w > 0 && (w < time.Second || w%time.Second != 0 || w > maxRecipientLimitWindow) {
+		bad("mail.recipient_limit_window", "must be whole seconds, from 1s to %s, got %s", maxRecipientLimitWindow, w)
 	}
 	if c.Retention.Window < c.Mail.MaxEventAge {
 		bad("retention.window", "(%s) must be at least mail.max_event_age (%s)", c.Retention.Window, c.Mail.MaxEventAge)

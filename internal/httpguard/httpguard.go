@@ -27,7 +27,8 @@ type Limits struct {
 	// client waits in the kernel's accept backlog until one closes.
 	MaxConns int
 	// MaxHeaderBytes bounds the request line and headers, in bytes; more
-	// is answered 431 (net/http reads at most this plus 4 KiB).
+	// is answered 431. net/http allows 4 KiB of slack above it, so 431
+	// starts at MaxHeaderBytes + 4 KiB.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds a request body, in bytes: a body that runs past
 	// it fails the handler's read, and the connection is closed.
@@ -48,11 +49,15 @@ type Limits struct {
 
 // Probes are the limits of http.addr (/healthz, /readyz, /metrics and the
 // optional profiles): a scraper and a kubelet, a few connections each.
+// A client that holds connections open without finishing a header keeps
+// each for ReadHeaderTimeout: the cap is high and that timeout short so
+// that a probe (kubelet waits 1 s by default) still gets in under such a
+// flood from inside the cluster.
 var Probes = Limits{
-	MaxConns:          64,
+	MaxConns:          256,
 	MaxHeaderBytes:    16 << 10,
 	MaxBodyBytes:      64 << 10, // pprof/symbol's address list
-	ReadHeaderTimeout: 5 * time.Second,
+	ReadHeaderTimeout: 2 * time.Second,
 	ReadTimeout:       10 * time.Second,
 	WriteTimeout:      30 * time.Second,
 	IdleTimeout:       30 * time.Second,
@@ -110,7 +115,7 @@ func Server(l Limits, h http.Handler, base context.Context) *http.Server {
 
 // Guard refuses, and closes the connection after, a request with
 // Transfer-Encoding (411 Length Required: bodies come with
-// Content-Length). It caps the body of the others at l.MaxBodyBytes: a
+// Content-Length), and closes it after every HTTP/1.0 request. It caps the body of the others at l.MaxBodyBytes: a
 // read past it fails (*http.MaxBytesError, which the handler answers,
 // e.g. 413) and the connection is closed after the response.
 func Guard(l Limits, h http.Handler) http.Handler {
@@ -118,6 +123,12 @@ func Guard(l Limits, h http.Handler) http.Handler {
 		if len(r.TransferEncoding) > 0 {
 			refuse(w, http.StatusLengthRequired, "send the body with Content-Length, without Transfer-Encoding")
 			return
+		}
+		if !r.ProtoAtLeast(1, 1) {
+			// net/http drops an HTTP/1.0 request's Transfer-Encoding unseen
+			// (RFC 9112 §6.1: such a message is faulty and the connection
+			// must close after it), so none is kept alive.
+			w.Header().Set("Connection", "close")
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, l.MaxBodyBytes)
 		h.ServeHTTP(w, r)

@@ -111,6 +111,18 @@ func TestContentLengthWithTransferEncodingIsRefusedAndClosed(t *testing.T) {
 	require.Equal(t, int64(0), calls.Load())
 }
 
+// net/http ignores an HTTP/1.0 request's Transfer-Encoding: the
+// connection is closed after it, so nothing pipelined behind it is
+// served, keep-alive asked or not.
+func TestHTTP10IsNeverKeptAlive(t *testing.T) {
+	t.Parallel()
+	addr, calls, _ := served(t, short)
+	rs := exchange(t, addr, "POST /a HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n"+
+		"Connection: keep-alive\r\n\r\n0\r\n\r\n"+next)
+	require.Equal(t, []int{http.StatusOK}, rs)
+	require.Equal(t, int64(1), calls.Load())
+}
+
 func TestChunkedBodyIsRefusedAndClosed(t *testing.T) {
 	t.Parallel()
 	addr, calls, _ := served(t, short)

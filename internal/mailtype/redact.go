@@ -111,7 +111,8 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 
 // ConnSecrets returns the secret values in a connection string, however it
 // is written and even when no driver can parse it: the password of a URL's
-// userinfo (everything between the first ':' after "://" and the last '@',
+// userinfo (everything between the first ':' after the scheme and its
+// slashes, "://" or a malformed ":/" or ":", and the last '@',
 // as written and percent-decoded), password= and sslpassword= in a URL's
 // query, and password and sslpassword of libpq's keyword/value form, with
 // or without spaces around '=', quoted (an unterminated quote runs to the
@@ -126,8 +127,8 @@ func ConnSecrets(s string) []string {
 			out = append(out, d)
 		}
 	}
-	if i := strings.Index(s, "://"); i >= 0 {
-		rest := s[i+3:]
+	if m := urlScheme.FindStringIndex(s); m != nil {
+		rest := s[m[1]:]
 		if at := strings.LastIndex(rest, "@"); at >= 0 {
 			if _, pw, ok := strings.Cut(rest[:at], ":"); ok {
 				add(pw)
@@ -152,6 +153,9 @@ func ConnSecrets(s string) []string {
 }
 
 var (
+	// urlScheme is a URL's scheme and the slashes after it, if any:
+	// "amqp://", and the malformed "amqp:/" and "amqp:" too.
+	urlScheme = regexp.MustCompile(`^\s*[A-Za-z][A-Za-z0-9+.-]*:/*`)
 	// queryPassword is password= or sslpassword= in a URL's query.
 	queryPassword = regexp.MustCompile(`(?i)[?&](?:ssl)?password=([^&#]*)`)
 	// keyValueSecret is password or sslpassword of the keyword/value form

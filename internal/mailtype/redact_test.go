@@ -12,6 +12,8 @@ func TestConnSecretsFindsEveryForm(t *testing.T) {
 	t.Parallel()
 	for conn, want := range map[string][]string{
 		"postgres://u:pw1@h/db":                    {"pw1"},
+		"amqp:/guest:pw2@h:5672/":                  {"pw2"},
+		"amqps:guest:pw3@h/":                       {"pw3"},
 		"postgres://u:p%40w@h/db":                  {"p%40w", "p@w"},
 		"postgres://u:a@b@h/db":                    {"a@b"},
 		"postgres://h/db?sslmode=x&password=q%20w": {"q%20w", "q w"},

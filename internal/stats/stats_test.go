@@ -63,7 +63,7 @@ func TestEveryGaugeIsPreInitialised(t *testing.T) {
 		got[f.GetName()] = len(f.GetMetric())
 	}
 	require.Equal(t, map[string]int{
-		"mailsvc_mails": 6, "mailsvc_oldest_pending_age_seconds": 1, "mailsvc_outbox_pending": 1,
+		"mailsvc_mails": 7, "mailsvc_oldest_pending_age_seconds": 1, "mailsvc_outbox_pending": 1,
 		"mailsvc_outbox_oldest_age_seconds": 1, "mailsvc_outbox_dead": 1,
 		"mailsvc_stats_last_refresh_timestamp_seconds": 1, "mailsvc_stats_refresh_errors_total": 1,
 	}, got)
