@@ -273,7 +273,19 @@ func TestValidateFeedback(t *testing.T) {
 			delete(d, "provider_detail")
 		}, nil},
 		{"delivered", "EmailDelivered", providerEvent("email.delivered", nil), nil},
-		{"bounced", "EmailBounced", providerEvent("email.bounced", map[string]any{"bounce_type": "permanent", "bounce_subtype": "Suppressed"}), nil},
+		{"bounced", "EmailBounced", failedBy(providerEvent("email.bounced", map[string]any{"bounce_type": "permanent", "bounce_subtype": "Suppressed"})), nil},
+		{"bounced for now", "EmailBounced", failedBy(providerEvent("email.bounced", map[string]any{"bounce_type": "transient", "bounce_subtype": "MailboxFull"})), nil},
+		{"failed after it was sent", "EmailFailed", func(d map[string]any) {
+			providerEvent("email.failed", map[string]any{"reason": "reached_daily_quota"})(d)
+			d["status"], d["error_class"], d["error_reason"] = "failed", "permanent", "provider_failed"
+		}, nil},
+		{"an EmailFailed reports a failure or a suppression only", "EmailFailed", func(d map[string]any) {
+			providerEvent("email.delivered", map[string]any{"reason": "no spaces allowed"})(d)
+			d["status"], d["error_class"], d["error_reason"] = "failed", "permanent", "suppressed"
+		}, []string{
+			"data.provider_event.reason: \"no spaces allowed\" is not 1 to 64 letters, digits, '_', '.' or '-'",
+			"data.provider_event.type: value must be one of 'email.failed', 'email.suppressed'",
+		}},
 		{"complained", "EmailComplained", providerEvent("email.complained", nil), nil},
 		{"provider feedback names its webhook and carries no error", "EmailDelivered", func(d map[string]any) {
 			providerEvent("email.delivered", nil)(d)
@@ -284,8 +296,8 @@ func TestValidateFeedback(t *testing.T) {
 			"data.provider_detail: is not allowed",
 			"data.provider_event.webhook_id: is required",
 		}},
-		{"a bounce is permanent and of its own type", "EmailBounced", providerEvent("email.delivered", map[string]any{"bounce_type": "transient"}), []string{
-			"data.provider_event.bounce_type: value must be 'permanent'",
+		{"a bounce has a known type and is of its own event type", "EmailBounced", failedBy(providerEvent("email.delivered", map[string]any{"bounce_type": "soft"})), []string{
+			"data.provider_event.bounce_type: value must be one of 'permanent', 'transient', 'undetermined'",
 			"data.provider_event.type: value must be 'email.bounced'",
 		}},
 		{"only a bounce has a bounce type", "EmailComplained", providerEvent("email.complained", map[string]any{"bounce_type": "permanent"}), []string{
@@ -294,10 +306,10 @@ func TestValidateFeedback(t *testing.T) {
 		{"an outcome event carries no provider event", "EmailSent", func(d map[string]any) {
 			providerEvent("email.delivered", nil)(d)
 		}, []string{"data.provider_event: is not allowed"}},
-		{"a provider event is of a sent mail", "EmailBounced", func(d map[string]any) {
-			providerEvent("email.bounced", map[string]any{"bounce_type": "permanent"})(d)
-			d["status"] = "failed"
-		}, []string{"data.status: value must be 'sent'"}},
+		{"a bounced mail is failed", "EmailBounced", providerEvent("email.bounced", map[string]any{"bounce_type": "permanent"}),
+			[]string{"data.status: value must be 'failed'"}},
+		{"a complaint is of a sent mail", "EmailComplained", failedBy(providerEvent("email.complained", nil)),
+			[]string{"data.status: value must be 'sent'"}},
 		{"unknown event type", "EmailOpened", nil, []string{`type: "EmailOpened" is not a feedback event type of this contract`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -322,6 +334,14 @@ func providerEvent(typ string, extra map[string]any) func(map[string]any) {
 			pe[k] = v
 		}
 		d["provider_event"] = pe
+	}
+}
+
+// failedBy makes change's mail failed, as a bounce leaves it.
+func failedBy(change func(map[string]any)) func(map[string]any) {
+	return func(d map[string]any) {
+		change(d)
+		d["status"] = "failed"
 	}
 }
 

@@ -131,7 +131,7 @@ func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns in
 	w := &wiring{cfg: cfg, log: log, templates: tmpl,
 		notices: &consumer.Notices{Templates: tmpl, From: cfg.Mail.From, FromDomain: mailtype.AddressDomain(cfg.Mail.From)}}
 	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange,
-		RecipientLimit: RecipientLimit(cfg)}
+		RecipientLimit: RecipientLimit(cfg), AccountSuppression: cfg.Suppression.Scope == "account"}
 	if cfg.Mail.CancelNotice {
 		opts.Notices = w.notices
 	}

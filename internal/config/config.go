@@ -21,10 +21,12 @@ type Config struct {
 	Retention Retention `mapstructure:"retention" yaml:"retention"`
 	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
 	Webhooks  Webhooks  `mapstructure:"webhooks" yaml:"webhooks"`
-	Templates Templates `mapstructure:"templates" yaml:"templates"`
-	Log       Log       `mapstructure:"log" yaml:"log"`
-	Serve     Serve     `mapstructure:"serve" yaml:"serve"`
-	Tracing   Tracing   `mapstructure:"tracing" yaml:"tracing"`
+	// Suppression configures the suppression list.
+	Suppression Suppression `mapstructure:"suppression" yaml:"suppression"`
+	Templates   Templates   `mapstructure:"templates" yaml:"templates"`
+	Log         Log         `mapstructure:"log" yaml:"log"`
+	Serve       Serve       `mapstructure:"serve" yaml:"serve"`
+	Tracing     Tracing     `mapstructure:"tracing" yaml:"tracing"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
@@ -283,6 +285,17 @@ type Webhooks struct {
 	ResendSecret Secret `mapstructure:"resend_secret" yaml:"resend_secret"`
 	// ResendSecretFile, when set, is read for ResendSecret.
 	ResendSecretFile string `mapstructure:"resend_secret_file" yaml:"resend_secret_file"`
+}
+
+// Suppression configures the suppression list.
+type Suppression struct {
+	// Scope says whose mail a provider's report may suppress an address
+	// for. "deployment" (the default): a bounce or complaint suppresses
+	// only the recipient of a mail this deployment sent; a report for any
+	// other mail of the provider account is counted unmatched and
+	// suppresses nothing. "account": the provider account serves this
+	// deployment alone, so such a report suppresses the addresses it gives.
+	Scope string `mapstructure:"scope" yaml:"scope"`
 }
 
 // Templates configures mail rendering.

@@ -89,6 +89,7 @@ var defaults = map[string]any{
 	"mail.cancel_notice":          true,
 	"mail.recipient_limit":        50,
 	"mail.recipient_limit_window": time.Hour,
+	"suppression.scope":           "deployment",
 	"mail.reply_to":               "",
 	"mail.idempotency_namespace":  "",
 

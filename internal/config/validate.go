@@ -57,6 +57,9 @@ func (c *Config) Validate() error {
 	if err := lvl.UnmarshalText([]byte(c.Log.Level)); err != nil {
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
+	if c.Suppression.Scope != "deployment" && c.Suppression.Scope != "account" {
+		bad("suppression.scope", "must be deployment or account, got %q", c.Suppression.Scope)
+	}
 	if c.Log.MailOutcomes != "info" && c.Log.MailOutcomes != "debug" {
 		bad("log.mail_outcomes", "must be info or debug, got %q", c.Log.MailOutcomes)
 	}

@@ -56,6 +56,10 @@ const (
 	// permanent bounce, a complaint, or an operator's entry); the mail was
 	// never handed to the provider.
 	ReasonSuppressed Reason = "suppressed"
+	// ReasonProviderFailed: the provider accepted the mail, then reported
+	// that it did not send it (Resend's email.failed, e.g. its daily quota
+	// was reached); the mail was not delivered.
+	ReasonProviderFailed Reason = "provider_failed"
 	// ReasonCancelledAmbiguous: a cancel stopped the retry of a mail whose
 	// earlier send was ambiguous; it may have been delivered.
 	ReasonCancelledAmbiguous Reason = "cancelled_after_ambiguous"

@@ -45,6 +45,7 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("updated_at", Stamp(&m.UpdatedAt))
 	add("sent_at", Stamp(m.SentAt))
 	add("delivered_at", Stamp(m.DeliveredAt))
+	add("delivery_delayed_at", Stamp(m.DeliveryDelayedAt))
 	if len(m.Feedback) == 0 {
 		add("feedback", "none written")
 	}
@@ -61,16 +62,27 @@ func afterSent(m store.MailView) string {
 	out := ""
 	if m.DeliveredAt != nil {
 		out += "; delivered to the recipient's server at " + Stamp(m.DeliveredAt)
+	} else if m.DeliveryDelayedAt != nil {
+		out += "; the provider is still trying to deliver it (delayed at " + Stamp(m.DeliveryDelayedAt) + ")"
 	}
 	for _, f := range m.Feedback {
-		switch f.EventType {
-		case mailtype.EmailBounced:
-			out += "; then bounced for good (EmailBounced): the address is suppressed"
-		case mailtype.EmailComplained:
+		if f.EventType == mailtype.EmailComplained {
 			out += "; then marked as spam (EmailComplained): the address is suppressed"
 		}
 	}
 	return out
+}
+
+// lastReport names the provider's report that failed a sent mail: its
+// last EmailBounced or EmailFailed.
+func lastReport(m store.MailView) string {
+	last := "a provider report"
+	for _, f := range m.Feedback {
+		if f.EventType == mailtype.EmailBounced || f.EventType == mailtype.EmailFailed {
+			last = string(f.EventType)
+		}
+	}
+	return last
 }
 
 // Verdict answers "did the customer get it, and if not why" in one line,
@@ -92,6 +104,10 @@ func Verdict(m store.MailView, now time.Time) string {
 	case mailtype.StatusSending:
 		return "being sent now by " + m.LockedBy + ", lease until " + Stamp(m.LockedUntil)
 	case mailtype.StatusFailed:
+		if m.SentAt != nil {
+			return "accepted by the provider at " + Stamp(m.SentAt) + ", then reported not delivered (" + lastReport(m) +
+				"): " + m.LastError + "; `mailsvc mail resend " + m.DedupeKey + "` sends a new copy once the address works"
+		}
 		if strings.HasPrefix(m.LastError, string(mailtype.ReasonSuppressed)+": ") {
 			return "not sent: its recipient is on the suppression list (`mailsvc suppression list`); once removed " +
 				"(`mailsvc suppression remove ADDRESS`), `mailsvc mail resend " + m.DedupeKey + "` sends a new copy"

@@ -60,11 +60,16 @@ type ProviderEvent struct {
 	Type string `json:"type"`
 	// At is when the provider recorded the event (Resend: created_at), UTC.
 	At time.Time `json:"at"`
-	// BounceType is "permanent" for an EmailBounced; "" otherwise.
+	// BounceType is permanent, transient or undetermined for an
+	// EmailBounced (BouncePermanent, ...); "" otherwise.
 	BounceType string `json:"bounce_type,omitempty"`
 	// BounceSubtype is the provider's finer kind of bounce (Resend's
 	// bounce.subType, e.g. "Suppressed", "General"), "" when it gave none.
 	BounceSubtype string `json:"bounce_subtype,omitempty"`
+	// Reason is the provider's own word for a failure or a suppression
+	// (Resend's failed.reason, e.g. "reached_daily_quota", or
+	// suppressed.reason, e.g. "previous_bounce"), "" when it gave none.
+	Reason string `json:"reason,omitempty"`
 }
 
 // feedbackEnvelope is the JSON body published on mail.events.

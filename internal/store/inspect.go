@@ -48,8 +48,11 @@ type MailView struct {
 	SentAt         *time.Time     `json:"sent_at,omitempty"`
 	// DeliveredAt is when the provider reported the mail delivered to the
 	// recipient's server (a webhook; migration 00090), nil until then.
-	DeliveredAt *time.Time     `json:"delivered_at,omitempty"`
-	Feedback    []FeedbackView `json:"feedback"`
+	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
+	// DeliveryDelayedAt is when the provider last reported that it is still
+	// trying to deliver the mail (migration 00160), nil when it never did.
+	DeliveryDelayedAt *time.Time     `json:"delivery_delayed_at,omitempty"`
+	Feedback          []FeedbackView `json:"feedback"`
 }
 
 // FeedbackView is one outbox row (a feedback event on mail.events) of a mail.
@@ -69,7 +72,7 @@ id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_ema
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
-updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at`
+updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -82,7 +85,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
 		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
-		&m.LastErrorClass, &m.DeliveredAt)
+		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt)
 	return m, err
 }
 

@@ -22,6 +22,9 @@ type Store struct {
 	notices NoticeRenderer
 	// recipientLimit holds the mails over the per-recipient limit.
 	recipientLimit RecipientLimit
+	// accountSuppression lets a provider report that names no mail of
+	// this deployment suppress the addresses it gives.
+	accountSuppression bool
 }
 
 // Options configures Open.
@@ -40,6 +43,11 @@ type Options struct {
 	// RecipientLimit is the per-recipient safety limit of Ingest; the zero
 	// value is off.
 	RecipientLimit RecipientLimit
+	// AccountSuppression is suppression.scope "account": the provider
+	// account serves this deployment alone, so a bounce or complaint that
+	// names no mail of it still suppresses the addresses it gives. False
+	// ("deployment", the default): such a report suppresses nothing.
+	AccountSuppression bool
 }
 
 // Open connects a pool and checks that the database answers. It returns an
@@ -66,7 +74,8 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if ex == "" {
 		ex = "mail.events"
 	}
-	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices, recipientLimit: o.RecipientLimit}, nil
+	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices, recipientLimit: o.RecipientLimit,
+		accountSuppression: o.AccountSuppression}, nil
 }
 
 // preferGenericPlans sets plan_cache_mode = force_generic_plan on the

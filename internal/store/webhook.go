@@ -14,20 +14,44 @@ import (
 // WebhookEffect is what a verified provider webhook changes.
 type WebhookEffect int
 
-// The effects of a webhook (docs/contract.md, "Provider feedback").
+// The effects of a webhook (docs/contract.md, "What the order service
+// hears after EmailSent"). Each acts on the mails the webhook names, and
+// only on them (Webhook.EmailID); a bounce, complaint or provider
+// suppression suppresses the named mails' own recipients, never an
+// address the report alone gives, unless the store's scope is the whole
+// provider account (Options.AccountSuppression).
 const (
 	// EffectNone records the webhook and changes nothing else: an event
-	// type mailsvc does not act on, or a bounce that is not permanent.
+	// type that says nothing about delivery (sent, opened, ...).
 	EffectNone WebhookEffect = iota
 	// EffectDelivered sets the mail's delivered_at (once) and writes
 	// EmailDelivered.
 	EffectDelivered
-	// EffectBounced suppresses the recipients (source webhook/bounce) and
-	// writes EmailBounced.
+	// EffectDelayed sets the mail's delivery_delayed_at: the provider is
+	// still trying. Nothing is published.
+	EffectDelayed
+	// EffectBounced makes a sent mail failed and writes EmailBounced; a
+	// permanent bounce also suppresses the recipient (source
+	// webhook/bounce). Transient and undetermined ones suppress nothing.
 	EffectBounced
-	// EffectComplained suppresses the recipients (source
-	// webhook/complaint) and writes EmailComplained.
+	// EffectComplained suppresses the recipient (source webhook/complaint)
+	// and writes EmailComplained; the mail was delivered and stays sent.
 	EffectComplained
+	// EffectFailed makes a sent mail failed (reason provider_failed) and
+	// writes EmailFailed: the provider accepted the mail, then did not
+	// send it (e.g. its daily quota was reached).
+	EffectFailed
+	// EffectSuppressed makes a sent mail failed (reason suppressed) and
+	// writes EmailFailed: the provider did not send it because the address
+	// is on its suppression list; mailsvc suppresses it too.
+	EffectSuppressed
+)
+
+// The bounce types of EffectBounced (Resend's bounce.type, lower-cased).
+const (
+	BouncePermanent    = "permanent"
+	BounceTransient    = "transient"
+	BounceUndetermined = "undetermined"
 )
 
 // Webhook is one verified provider webhook, to be recorded once by its id.
@@ -46,14 +70,35 @@ type Webhook struct {
 	// matched against provider_message_id of the mails it accepted.
 	EmailID string
 	Effect  WebhookEffect
-	// Recipients are the addresses a bounce or a complaint suppresses, as
-	// the provider gave them (compared normalised); invalid ones are
-	// skipped (ErrInvalidAddress).
+	// Recipients are the addresses the report names. They are suppressed
+	// only when the report names no mail of this deployment and the scope
+	// is the whole account; invalid ones are skipped.
 	Recipients []string
-	// Reason is kept with each new suppression entry.
+	// Reason is kept with each new suppression entry and as the mail's
+	// last_error.
 	Reason string
-	// BounceType and BounceSubtype go to the EmailBounced's provider_event.
+	// BounceType (BouncePermanent, ...) and BounceSubtype go to the
+	// EmailBounced's provider_event.
 	BounceType, BounceSubtype string
+	// ProviderReason is the provider's word for a failure or a suppression
+	// (provider_event.reason).
+	ProviderReason string
+}
+
+// suppresses reports whether w puts addresses on the suppression list,
+// and with which source.
+func (w Webhook) suppresses() (SuppressionSource, bool) {
+	switch {
+	case w.Effect == EffectBounced && w.BounceType == BouncePermanent:
+		return SourceBounce, true
+	case w.Effect == EffectComplained:
+		return SourceComplaint, true
+	case w.Effect == EffectSuppressed && w.ProviderReason == "previous_complaint":
+		return SourceComplaint, true
+	case w.Effect == EffectSuppressed:
+		return SourceBounce, true
+	}
+	return "", false
 }
 
 // WebhookResult is what RecordWebhook did.
@@ -125,10 +170,7 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 			return err
 		}
 		res.Matched = len(mails)
-		for _, m := range mails {
-			w.Recipients = append(w.Recipients, m.to)
-		}
-		if res.Suppressed, err = suppressRecipients(ctx, tx, w); err != nil {
+		if res.Suppressed, err = suppressRecipients(ctx, tx, w, s.suppressionTargets(w, mails)); err != nil {
 			return err
 		}
 		fbs, err := webhookFeedback(ctx, tx, w, mails)
@@ -159,22 +201,37 @@ func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, e
 	})
 }
 
-// suppressRecipients adds w's valid recipients for a bounce or a
-// complaint and returns how many were new.
-func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook) (int, error) {
-	source := SourceBounce
-	switch w.Effect {
-	case EffectBounced:
-	case EffectComplained:
-		source = SourceComplaint
-	default:
+// suppressionTargets are the addresses w suppresses: the stored
+// recipient of each mail it names; for a report that names none, the
+// addresses it gives, only when the scope is the whole provider account.
+func (s *Store) suppressionTargets(w Webhook, mails []webhookMail) []string {
+	if _, ok := w.suppresses(); !ok {
+		return nil
+	}
+	if len(mails) == 0 {
+		if s.accountSuppression {
+			return w.Recipients
+		}
+		return nil
+	}
+	out := make([]string, 0, len(mails))
+	for _, m := range mails {
+		out = append(out, m.to)
+	}
+	return out
+}
+
+// suppressRecipients adds the valid addresses of targets, with w's source
+// and reason, and returns how many were new.
+func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook, targets []string) (int, error) {
+	source, ok := w.suppresses()
+	if !ok {
 		return 0, nil
 	}
 	// In one order, so that two webhooks naming the same addresses never
 	// wait on each other's inserts in opposite orders (a deadlock).
-	recipients := slices.Sorted(slices.Values(w.Recipients))
 	n := 0
-	for _, a := range recipients {
+	for _, a := range slices.Sorted(slices.Values(targets)) {
 		if checkAddress(a) != nil {
 			continue
 		}
@@ -189,36 +246,75 @@ func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook) (int, error) 
 	return n, nil
 }
 
-// webhookFeedback marks deliveries and returns the events w writes for
-// mails.
+// webhookFeedback applies w to each of mails and returns the events it
+// writes, in order (see the effects).
 func webhookFeedback(ctx context.Context, tx pgx.Tx, w Webhook, mails []webhookMail) ([]Feedback, error) {
-	pe := &ProviderEvent{WebhookID: w.ID, Type: w.Type, At: w.At.UTC()}
-	var typ mailtype.EventType
-	switch w.Effect {
-	case EffectDelivered:
-		typ = mailtype.EmailDelivered
-	case EffectBounced:
-		typ, pe.BounceType, pe.BounceSubtype = mailtype.EmailBounced, w.BounceType, w.BounceSubtype
-	case EffectComplained:
-		typ = mailtype.EmailComplained
-	default:
-		return nil, nil
+	pe := &ProviderEvent{WebhookID: w.ID, Type: w.Type, At: w.At.UTC(), Reason: w.ProviderReason}
+	if w.Effect == EffectBounced {
+		pe.BounceType, pe.BounceSubtype = w.BounceType, w.BounceSubtype
 	}
 	var out []Feedback
 	for _, m := range mails {
-		if w.Effect == EffectDelivered {
-			if m.delivered {
-				continue // a second report of the same delivery
-			}
-			if _, err := tx.Exec(ctx, `UPDATE mail SET delivered_at = $2, updated_at = now() WHERE id = $1`, m.id, w.At); err != nil {
-				return nil, err
-			}
+		f, publish, err := applyWebhook(ctx, tx, w, m)
+		if err != nil {
+			return nil, err
 		}
-		f := m.fb
-		f.Type, f.Provider, f.ProviderMessageID, f.ProviderEvent = typ, w.Provider, w.EmailID, pe
-		out = append(out, f)
+		if publish {
+			f.Provider, f.ProviderMessageID, f.ProviderEvent = w.Provider, w.EmailID, pe
+			out = append(out, f)
+		}
 	}
 	return out, nil
+}
+
+// applyWebhook changes m as w says and returns its event, and whether
+// there is one to publish.
+func applyWebhook(ctx context.Context, tx pgx.Tx, w Webhook, m webhookMail) (Feedback, bool, error) {
+	f := m.fb
+	switch w.Effect {
+	case EffectDelivered:
+		if m.delivered {
+			return f, false, nil // a second report of the same delivery
+		}
+		_, err := tx.Exec(ctx, `UPDATE mail SET delivered_at = $2, updated_at = now() WHERE id = $1`, m.id, w.At)
+		f.Type = mailtype.EmailDelivered
+		// Reports can come out of order: a delivery reported after the
+		// bounce that failed the mail is recorded, not published.
+		return f, m.fb.Status == mailtype.StatusSent, err
+	case EffectDelayed:
+		_, err := tx.Exec(ctx, `UPDATE mail SET delivery_delayed_at = $2 WHERE id = $1`, m.id, w.At)
+		return f, false, err
+	case EffectComplained:
+		f.Type = mailtype.EmailComplained
+		return f, m.fb.Status == mailtype.StatusSent, nil
+	case EffectBounced:
+		failed, err := failSent(ctx, tx, m, w.Reason)
+		if failed {
+			f.Status = mailtype.StatusFailed
+		}
+		f.Type = mailtype.EmailBounced
+		return f, true, err
+	case EffectFailed, EffectSuppressed:
+		failed, err := failSent(ctx, tx, m, w.Reason)
+		f.Type, f.Status, f.ErrorClass = mailtype.EmailFailed, mailtype.StatusFailed, mailtype.Permanent
+		f.ErrorReason, f.Error = mailtype.ReasonProviderFailed, mailtype.Sanitize(w.Reason)
+		if w.Effect == EffectSuppressed {
+			f.ErrorReason = mailtype.ReasonSuppressed
+		}
+		return f, failed, err // a mail that was not sent has had its final event
+	}
+	return f, false, nil
+}
+
+// failSent makes m failed when it is sent, with reason as its last error,
+// and reports whether it did.
+func failSent(ctx context.Context, tx pgx.Tx, m webhookMail, reason string) (bool, error) {
+	if m.fb.Status != mailtype.StatusSent {
+		return false, nil
+	}
+	tag, err := tx.Exec(ctx, `UPDATE mail SET status = 'failed', last_error = $2, last_error_class = 'permanent', updated_at = now()
+WHERE id = $1 AND status = 'sent'`, m.id, mailtype.Sanitize(reason))
+	return tag.RowsAffected() == 1, err
 }
 
 // deleteOldWebhooksSQL deletes at most $2 webhook ids recorded before $1,

@@ -95,6 +95,9 @@ func (h *resendHandler) handle(r *http.Request) (Result, int, string, store.Webh
 	if len(got.Events) > 0 && h.onOutbox != nil {
 		h.onOutbox()
 	}
+	if !got.Duplicate {
+		h.metrics.Reports.WithLabelValues(ProviderResend, reportOf(rec), strconv.FormatBool(got.Matched > 0)).Inc()
+	}
 	return resultOf(rec, got), http.StatusOK, "", rec
 }
 
@@ -105,12 +108,10 @@ func resultOf(rec store.Webhook, got store.WebhookResult) Result {
 		return ResultDuplicate
 	case rec.Effect == store.EffectNone:
 		return ResultIgnored
-	case len(got.Events) > 0 || got.Suppressed > 0:
-		return ResultProcessed
 	case got.Matched == 0:
-		return ResultUnmatched
+		return ResultUnmatched // whatever suppression.scope let it suppress
 	}
-	return ResultIgnored // a second report of a delivery, an address suppressed already
+	return ResultProcessed
 }
 
 // verify checks the signature headers and returns "" when they hold, else

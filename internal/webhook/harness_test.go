@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -188,6 +189,16 @@ func (h *harness) received(t *testing.T, r webhook.Result) int {
 	t.Helper()
 	var d dto.Metric
 	require.NoError(t, h.metrics.Received.WithLabelValues("resend", string(r)).Write(&d))
+	return int(d.GetCounter().GetValue())
+}
+
+// reported reads mailsvc_provider_reports_total{provider="resend"} for
+// "REPORT MATCHED", e.g. "bounced_permanent true".
+func (h *harness) reported(t *testing.T, labels string) int {
+	t.Helper()
+	report, matched, _ := strings.Cut(labels, " ")
+	var d dto.Metric
+	require.NoError(t, h.metrics.Reports.WithLabelValues("resend", report, matched).Write(&d))
 	return int(d.GetCounter().GetValue())
 }
 

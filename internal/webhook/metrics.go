@@ -1,6 +1,10 @@
 package webhook
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+)
 
 // Result is the result label of mailsvc_webhooks_received_total: what
 // became of one request (docs/design.md, "Metrics"). The set is closed.
@@ -47,10 +51,20 @@ var Results = []Result{ResultProcessed, ResultUnmatched, ResultIgnored, ResultDu
 // Providers lists the provider label values (one webhook endpoint each).
 var Providers = []string{ProviderResend}
 
+// Reports lists the report label values of mailsvc_provider_reports_total:
+// what a provider said about a mail, bounces by type. Everything else
+// (email.sent, email.opened, contact.*, ...) is "other".
+var Reports = []string{"delivered", "delivery_delayed", "bounced_permanent", "bounced_transient",
+	"bounced_undetermined", "complained", "failed", "suppressed", "other"}
+
 // Metrics are the webhook endpoint's metrics. Safe for concurrent use.
 type Metrics struct {
 	// Received is mailsvc_webhooks_received_total{provider,result}.
 	Received *prometheus.CounterVec
+	// Reports is mailsvc_provider_reports_total{provider,report,matched}:
+	// each verified webhook recorded for the first time, by what it
+	// reports and whether it named a mail of this deployment.
+	Reports *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics, every label pair at 0, and registers
@@ -60,14 +74,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{Received: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mailsvc_webhooks_received_total",
 		Help: "Provider webhook requests by provider and result (processed, unmatched, ignored, duplicate, bad_signature, stale_timestamp, malformed, too_large, error).",
-	}, []string{"provider", "result"})}
+	}, []string{"provider", "result"}),
+		Reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_reports_total",
+			Help: "Provider reports about mails (verified webhooks, each once), by provider, report (delivered, delivery_delayed, bounced_permanent, bounced_transient, bounced_undetermined, complained, failed, suppressed, other) and matched (true: it named a mail of this deployment).",
+		}, []string{"provider", "report", "matched"})}
 	for _, p := range Providers {
 		for _, r := range Results {
 			m.Received.WithLabelValues(p, string(r))
 		}
+		for _, r := range Reports {
+			m.Reports.WithLabelValues(p, r, "true")
+			m.Reports.WithLabelValues(p, r, "false")
+		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.Received)
+		reg.MustRegister(m.Received, m.Reports)
 	}
 	return m
+}
+
+// reportOf is the report label of w.
+func reportOf(w store.Webhook) string {
+	switch w.Effect {
+	case store.EffectDelivered:
+		return "delivered"
+	case store.EffectDelayed:
+		return "delivery_delayed"
+	case store.EffectBounced:
+		return "bounced_" + w.BounceType
+	case store.EffectComplained:
+		return "complained"
+	case store.EffectFailed:
+		return "failed"
+	case store.EffectSuppressed:
+		return "suppressed"
+	}
+	return "other"
 }

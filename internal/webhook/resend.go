@@ -18,12 +18,22 @@ import (
 // value, of Resend.
 const ProviderResend = "resend"
 
-// The Resend event types mailsvc acts on (Resend's documentation,
-// "Webhooks", event types); every other type is recorded and ignored.
+// Resend's email event types (its documentation, "Webhooks: Event
+// Types", and the event schemas of resend-openapi). Each is handled on
+// purpose: see parseResend and docs/contract.md, "What the order service
+// hears after EmailSent".
 const (
-	ResendDelivered  = "email.delivered"
-	ResendBounced    = "email.bounced"
-	ResendComplained = "email.complained"
+	ResendSent            = "email.sent"
+	ResendDelivered       = "email.delivered"
+	ResendDeliveryDelayed = "email.delivery_delayed"
+	ResendBounced         = "email.bounced"
+	ResendComplained      = "email.complained"
+	ResendFailed          = "email.failed"
+	ResendSuppressed      = "email.suppressed"
+	ResendScheduled       = "email.scheduled"
+	ResendOpened          = "email.opened"
+	ResendClicked         = "email.clicked"
+	ResendReceived        = "email.received"
 )
 
 // resendEvent is the body of a Resend webhook: a type, when Resend created
@@ -41,16 +51,34 @@ type resendData struct {
 	EmailID string `json:"email_id"`
 	// To is Resend's list of recipients (plain addresses, or "Name
 	// <address>"); a single string is taken too.
-	To     recipients    `json:"to"`
-	Bounce *resendBounce `json:"bounce"`
+	To         recipients        `json:"to"`
+	Bounce     *resendBounce     `json:"bounce"`
+	Failed     *resendFailed     `json:"failed"`
+	Suppressed *resendSuppressed `json:"suppressed"`
 }
 
 // resendBounce is data.bounce of email.bounced: type is Permanent,
 // Transient or Undetermined (Resend's documentation, "Email Bounces");
-// subType the finer kind (General, NoEmail, Suppressed, ...).
+// subType the finer kind (General, NoEmail, MailboxFull, ...).
 type resendBounce struct {
 	Type    string `json:"type"`
 	SubType string `json:"subType"`
+	Message string `json:"message"`
+}
+
+// resendFailed is data.failed of email.failed: why Resend did not send
+// the mail it had accepted (e.g. reached_daily_quota).
+type resendFailed struct {
+	Reason string `json:"reason"`
+}
+
+// resendSuppressed is data.suppressed of email.suppressed: Resend did not
+// send the mail because the address is on a suppression list (type
+// Suppressed, or OnAccountSuppressionList), for a previous_bounce or a
+// previous_complaint.
+type resendSuppressed struct {
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
 	Message string `json:"message"`
 }
 
@@ -77,7 +105,9 @@ var subtypeChars = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 // parseResend decodes a verified Resend body into what the store records
 // for webhook id. An error is a malformed body: not one JSON object,
 // without a type, or, for an event mailsvc acts on, without created_at or
-// data.email_id, or a bounce or complaint without recipients.
+// data.email_id. Types that change nothing for a mail (email.sent,
+// email.scheduled, email.opened, email.clicked, email.received and every
+// contact.* and domain.* event) are recorded and counted, with no effect.
 func parseResend(id string, body []byte) (store.Webhook, error) {
 	var ev resendEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
@@ -92,21 +122,7 @@ func parseResend(id string, body []byte) (store.Webhook, error) {
 		return store.Webhook{}, errors.New("type: missing or longer than 64 bytes")
 	}
 	w := store.Webhook{Provider: ProviderResend, ID: id, Type: ev.Type, At: ev.CreatedAt, EmailID: ev.Data.EmailID}
-	switch ev.Type {
-	case ResendDelivered:
-		w.Effect = store.EffectDelivered
-	case ResendBounced:
-		if ev.Data.Bounce == nil || !strings.EqualFold(ev.Data.Bounce.Type, "permanent") {
-			return w, nil // transient or undetermined: Resend retries, the address may work
-		}
-		w.Effect, w.BounceType = store.EffectBounced, "permanent"
-		if st := ev.Data.Bounce.SubType; subtypeChars.MatchString(st) {
-			w.BounceSubtype = st
-		}
-		w.Reason = strings.TrimSpace(fmt.Sprintf("permanent bounce %s: %s", w.BounceSubtype, ev.Data.Bounce.Message))
-	case ResendComplained:
-		w.Effect, w.Reason = store.EffectComplained, "the recipient marked a mail as spam"
-	default:
+	if !classify(&w, ev.Data) {
 		return w, nil
 	}
 	if ev.CreatedAt.IsZero() {
@@ -115,12 +131,67 @@ func parseResend(id string, body []byte) (store.Webhook, error) {
 	if w.EmailID == "" || len(w.EmailID) > 255 {
 		return store.Webhook{}, errors.New("data.email_id: missing or longer than 255 bytes")
 	}
-	if w.Effect != store.EffectDelivered {
-		if w.Recipients = addresses(ev.Data.To); len(w.Recipients) == 0 {
-			return store.Webhook{}, errors.New("data.to: no recipient")
-		}
-	}
+	w.Recipients = addresses(ev.Data.To)
 	return w, nil
+}
+
+// classify sets w's effect and what it carries from d, and reports whether
+// the type is one mailsvc acts on.
+func classify(w *store.Webhook, d resendData) bool {
+	switch w.Type {
+	case ResendDelivered:
+		w.Effect = store.EffectDelivered
+	case ResendDeliveryDelayed:
+		w.Effect = store.EffectDelayed
+	case ResendBounced:
+		w.Effect, w.BounceType = store.EffectBounced, store.BounceUndetermined
+		if b := d.Bounce; b != nil {
+			w.BounceType = bounceType(b.Type)
+			w.BounceSubtype = token(b.SubType)
+			w.Reason = strings.TrimSpace(fmt.Sprintf("%s bounce %s: %s", w.BounceType, w.BounceSubtype, b.Message))
+		} else {
+			w.Reason = "undetermined bounce: the provider gave no details"
+		}
+	case ResendComplained:
+		w.Effect, w.Reason = store.EffectComplained, "the recipient marked a mail as spam"
+	case ResendFailed:
+		w.Effect, w.Reason = store.EffectFailed, "the provider did not send the mail"
+		if f := d.Failed; f != nil {
+			w.ProviderReason = token(f.Reason)
+			w.Reason = strings.TrimSpace("the provider did not send the mail: " + f.Reason)
+		}
+	case ResendSuppressed:
+		w.Effect, w.Reason = store.EffectSuppressed, "the address is on the provider's suppression list"
+		if sp := d.Suppressed; sp != nil {
+			w.ProviderReason = token(sp.Reason)
+			w.Reason = strings.TrimSpace(fmt.Sprintf("the address is on the provider's suppression list (%s %s): %s",
+				sp.Type, sp.Reason, sp.Message))
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// bounceType maps Resend's bounce type to mailsvc's; anything but
+// Permanent and Transient is undetermined.
+func bounceType(t string) string {
+	switch {
+	case strings.EqualFold(t, "permanent"):
+		return store.BouncePermanent
+	case strings.EqualFold(t, "transient"):
+		return store.BounceTransient
+	}
+	return store.BounceUndetermined
+}
+
+// token is s when it is a short word that may be published
+// (subtypeChars), else "".
+func token(s string) string {
+	if subtypeChars.MatchString(s) {
+		return s
+	}
+	return ""
 }
 
 // addresses returns the bare address of each recipient ("Name <a@b>"

@@ -1,12 +1,14 @@
 // Package webhook receives what a provider learns about a mail after
-// accepting it: Resend's webhooks (email.delivered, email.bounced,
-// email.complained) on POST /webhooks/resend, on a listener of its own
+// accepting it: Resend's webhooks (every email.* type, each handled on
+// purpose: parseResend) on POST /webhooks/resend, on a listener of its own
 // (webhooks.addr) so that /metrics and /readyz never face the internet.
 // Each request is verified the Standard Webhooks way before anything is
 // read from it (the svix library, which only this package imports), then
-// recorded once by its webhook id (store.RecordWebhook): deliveries set
-// delivered_at, permanent bounces and complaints put the recipient on the
-// suppression list, and each writes its feedback event to the outbox.
+// recorded once by its webhook id (store.RecordWebhook), acting on the
+// mail it names only: deliveries set delivered_at, bounces and failures
+// make a sent mail failed, permanent bounces, complaints and the
+// provider's suppressions put the mail's recipient on the suppression
+// list, and each writes its feedback event to the outbox.
 // The server is a long-lived component (internal/lifecycle); it also
 // forgets webhook ids older than the retention window.
 package webhook

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	_ "net/http/pprof" // registers on http.DefaultServeMux: TestOnlyTheWebhookPathIsServed
 	"strings"
@@ -22,6 +23,9 @@ func TestSignedWebhookRoundTrip(t *testing.T) {
 	ann := h.sentByResend(t, "1", "ann@example.com", "em_1")
 	bob := h.sentByResend(t, "2", "Bob@Example.com", "em_2")
 	h.sentByResend(t, "3", "carol@example.com", "em_3")
+	for i, to := range []string{"dan", "eve", "fay", "gus"} {
+		h.sentByResend(t, fmt.Sprint(4+i), to+"@example.com", fmt.Sprintf("em_%d", 4+i))
+	}
 	now := time.Now()
 	for _, c := range []struct {
 		id   string
@@ -31,32 +35,56 @@ func TestSignedWebhookRoundTrip(t *testing.T) {
 		{"msg_1", event("email.delivered", "em_1", "ann@example.com", now, nil), webhook.ResultProcessed},
 		{"msg_2", event("email.bounced", "em_2", "Bob <Bob@EXAMPLE.com>", now, bounce("Permanent", "General")), webhook.ResultProcessed},
 		{"msg_3", event("email.complained", "em_3", "carol@example.com", now, nil), webhook.ResultProcessed},
-		{"msg_4", event("email.bounced", "em_1", "ann@example.com", now, bounce("Transient", "MailboxFull")), webhook.ResultIgnored},
-		{"msg_5", event("email.opened", "em_1", "ann@example.com", now, nil), webhook.ResultIgnored},
-		{"msg_6", event("email.delivered", "em_unknown", "dan@example.com", now, nil), webhook.ResultUnmatched},
+		{"msg_4", event("email.bounced", "em_4", "dan@example.com", now, bounce("Transient", "MailboxFull")), webhook.ResultProcessed},
+		{"msg_5", event("email.failed", "em_5", "eve@example.com", now,
+			map[string]any{"failed": map[string]any{"reason": "reached_daily_quota"}}), webhook.ResultProcessed},
+		{"msg_6", event("email.suppressed", "em_6", "fay@example.com", now, map[string]any{"suppressed": map[string]any{
+			"type": "OnAccountSuppressionList", "reason": "previous_bounce", "message": "bounced before"}}), webhook.ResultProcessed},
+		{"msg_7", event("email.delivery_delayed", "em_7", "gus@example.com", now, nil), webhook.ResultProcessed},
+		{"msg_8", event("email.opened", "em_1", "ann@example.com", now, nil), webhook.ResultIgnored},
+		{"msg_9", event("email.sent", "em_1", "ann@example.com", now, nil), webhook.ResultIgnored},
+		{"msg_10", event("email.clicked", "em_1", "ann@example.com", now, nil), webhook.ResultIgnored},
+		{"msg_11", event("email.scheduled", "em_1", "ann@example.com", now, nil), webhook.ResultIgnored},
+		{"msg_12", event("email.delivered", "em_unknown", "dan@example.com", now, nil), webhook.ResultUnmatched},
+		// Another sender's mail on the same account: counted, suppresses nothing.
+		{"msg_13", event("email.bounced", "em_unknown", "victim@example.com", now, bounce("Permanent", "General")), webhook.ResultUnmatched},
+		// A bounce of carol's mail that names another address suppresses carol only.
+		{"msg_14", event("email.bounced", "em_3", "mallory@example.com", now, bounce("Permanent", "NoEmail")), webhook.ResultProcessed},
 	} {
 		r := h.post(t, signed(t, c.id, now, c.body, secret), c.body)
 		require.Equal(t, reply{Code: http.StatusOK, Result: c.want}, r, c.id)
 	}
 
-	require.EqualValues(t, 6, h.count(t, `SELECT count(*) FROM webhook_event WHERE provider = 'resend'`))
-	require.EqualValues(t, 1, h.count(t, `SELECT count(*) FROM mail WHERE delivered_at IS NOT NULL`))
+	require.EqualValues(t, 14, h.count(t, `SELECT count(*) FROM webhook_event WHERE provider = 'resend'`))
 	require.EqualValues(t, 1, h.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent'
 		AND delivered_at = $2`, ann, now.Truncate(time.Millisecond)))
-	require.EqualValues(t, 1, h.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND delivered_at IS NULL`, bob))
-	require.Equal(t, map[string]string{"Bob@example.com": "webhook/bounce", "carol@example.com": "webhook/complaint"},
-		h.sc.QueryMap(t, `SELECT address, source FROM suppression`))
-	require.Equal(t, map[string]int{"EmailSent": 3, "EmailDelivered": 1, "EmailBounced": 1, "EmailComplained": 1}, h.published(t))
+	require.EqualValues(t, 1, h.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'failed' AND delivered_at IS NULL`, bob))
+	require.EqualValues(t, 1, h.count(t, `SELECT count(*) FROM mail WHERE order_id = '7' AND status = 'sent' AND delivery_delayed_at IS NOT NULL`))
+	require.Equal(t, map[string]string{"1": "sent", "2": "failed", "3": "failed", "4": "failed", "5": "failed", "6": "failed", "7": "sent"},
+		h.sc.QueryMap(t, `SELECT order_id, status FROM mail`))
+	require.Equal(t, map[string]string{"Bob@example.com": "webhook/bounce", "carol@example.com": "webhook/complaint",
+		"fay@example.com": "webhook/bounce"}, h.sc.QueryMap(t, `SELECT address, source FROM suppression`))
+	require.Equal(t, map[string]int{"EmailSent": 7, "EmailDelivered": 1, "EmailBounced": 3, "EmailComplained": 1, "EmailFailed": 2}, h.published(t))
 	require.Equal(t, map[string]string{
-		"order-confirmed:1": "EmailDelivered msg_1 email.delivered",
-		"order-confirmed:2": "EmailBounced msg_2 email.bounced permanent General",
-		"order-confirmed:3": "EmailComplained msg_3 email.complained",
-	}, h.sc.QueryMap(t, `SELECT dedupe_key, concat_ws(' ', event_type, payload#>>'{data,provider_event,webhook_id}',
+		"EmailDelivered order-confirmed:1":  "msg_1 email.delivered",
+		"EmailBounced order-confirmed:2":    "msg_2 email.bounced permanent General",
+		"EmailComplained order-confirmed:3": "msg_3 email.complained",
+		"EmailBounced order-confirmed:3":    "msg_14 email.bounced permanent NoEmail",
+		"EmailBounced order-confirmed:4":    "msg_4 email.bounced transient MailboxFull",
+		"EmailFailed order-confirmed:5":     "msg_5 email.failed provider_failed reached_daily_quota",
+		"EmailFailed order-confirmed:6":     "msg_6 email.suppressed suppressed previous_bounce",
+	}, h.sc.QueryMap(t, `SELECT event_type || ' ' || dedupe_key, concat_ws(' ', payload#>>'{data,provider_event,webhook_id}',
 		payload#>>'{data,provider_event,type}', payload#>>'{data,provider_event,bounce_type}',
-		payload#>>'{data,provider_event,bounce_subtype}') FROM outbox WHERE event_type <> 'EmailSent'`))
-	require.Equal(t, 3, h.received(t, webhook.ResultProcessed))
-	require.Equal(t, 2, h.received(t, webhook.ResultIgnored))
-	require.Equal(t, 1, h.received(t, webhook.ResultUnmatched))
+		payload#>>'{data,provider_event,bounce_subtype}', payload#>>'{data,error_reason}',
+		payload#>>'{data,provider_event,reason}') FROM outbox WHERE event_type <> 'EmailSent'`))
+	require.Equal(t, 8, h.received(t, webhook.ResultProcessed))
+	require.Equal(t, 4, h.received(t, webhook.ResultIgnored))
+	require.Equal(t, 2, h.received(t, webhook.ResultUnmatched))
+	for report, want := range map[string]int{"delivered true": 1, "delivered false": 1, "bounced_permanent true": 2,
+		"bounced_permanent false": 1, "bounced_transient true": 1, "failed true": 1, "suppressed true": 1,
+		"delivery_delayed true": 1, "complained true": 1, "other false": 4} {
+		require.Equal(t, want, h.reported(t, report), report)
+	}
 }
 
 // During a secret rotation Resend signs with the old and the new secret,

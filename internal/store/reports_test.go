@@ -1,0 +1,105 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/api"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
+)
+
+// Every provider report that says a sent mail was not delivered makes it
+// failed with the report's event; only a permanent bounce, a complaint or
+// the provider's suppression suppresses, and only the mail's own
+// recipient, whatever addresses the report gives.
+func TestProviderReportsTellTheTruth(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{})
+	ctx := testCtx(t)
+	at := time.Date(2026, 9, 18, 8, 0, 4, 0, time.UTC)
+	cases := []struct {
+		order, to string
+		w         store.Webhook
+		want      store.WebhookResult
+		status    mailtype.Status
+	}{
+		{"f", "f@example.com", store.Webhook{Type: "email.failed", Effect: store.EffectFailed, ProviderReason: "reached_daily_quota",
+			Reason: "the provider did not send the mail: reached_daily_quota"},
+			store.WebhookResult{Matched: 1, Events: []mailtype.EventType{mailtype.EmailFailed}}, mailtype.StatusFailed},
+		{"s", "s@example.com", store.Webhook{Type: "email.suppressed", Effect: store.EffectSuppressed, ProviderReason: "previous_complaint",
+			Reason: "the address is on the provider's suppression list", Recipients: []string{"someone-else@example.com"}},
+			store.WebhookResult{Matched: 1, Suppressed: 1, Events: []mailtype.EventType{mailtype.EmailFailed}}, mailtype.StatusFailed},
+		{"t", "t@example.com", store.Webhook{Type: "email.bounced", Effect: store.EffectBounced, BounceType: store.BounceTransient,
+			BounceSubtype: "MailboxFull", Reason: "transient bounce MailboxFull: full"},
+			store.WebhookResult{Matched: 1, Events: []mailtype.EventType{mailtype.EmailBounced}}, mailtype.StatusFailed},
+		{"u", "u@example.com", store.Webhook{Type: "email.bounced", Effect: store.EffectBounced, BounceType: store.BounceUndetermined,
+			Reason: "undetermined bounce"},
+			store.WebhookResult{Matched: 1, Events: []mailtype.EventType{mailtype.EmailBounced}}, mailtype.StatusFailed},
+		{"p", "p@example.com", store.Webhook{Type: "email.bounced", Effect: store.EffectBounced, BounceType: store.BouncePermanent,
+			Reason: "permanent bounce", Recipients: []string{"victim@example.com"}},
+			store.WebhookResult{Matched: 1, Suppressed: 1, Events: []mailtype.EventType{mailtype.EmailBounced}}, mailtype.StatusFailed},
+		{"d", "d@example.com", store.Webhook{Type: "email.delivery_delayed", Effect: store.EffectDelayed},
+			store.WebhookResult{Matched: 1}, mailtype.StatusSent},
+		{"o", "o@example.com", store.Webhook{Type: "email.opened"}, store.WebhookResult{}, mailtype.StatusSent},
+	}
+	for i, c := range cases {
+		sentByResend(t, st, c.order, c.to, "em_"+c.order)
+		c.w.Provider, c.w.ID, c.w.At, c.w.EmailID = "resend", "msg_"+c.order, at.Add(time.Duration(i)*time.Second), "em_"+c.order
+		res, err := st.RecordWebhook(ctx, c.w)
+		require.NoError(t, err, c.order)
+		require.Equal(t, c.want, res, c.order)
+		require.Equal(t, string(c.status), sc.QueryStrings(t, `SELECT status FROM mail WHERE order_id = $1`, c.order)[0], c.order)
+	}
+	// A later report on a failed mail changes nothing and publishes no
+	// second outcome; a delivery reported after the bounce is recorded only.
+	res, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "msg_f2", Type: "email.failed", At: at,
+		EmailID: "em_f", Effect: store.EffectFailed, Reason: "again"})
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{Matched: 1}, res)
+	res, err = st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "msg_p2", Type: "email.delivered", At: at,
+		EmailID: "em_p", Effect: store.EffectDelivered})
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{Matched: 1}, res)
+
+	require.Equal(t, []string{"p@example.com", "s@example.com"}, sc.QueryStrings(t, `SELECT address FROM suppression ORDER BY 1`))
+	require.Equal(t, map[string]string{"complaint": "webhook/complaint", "bounce": "webhook/bounce"},
+		sc.QueryMap(t, `SELECT CASE WHEN address = 's@example.com' THEN 'complaint' ELSE 'bounce' END, source FROM suppression`))
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = 'd' AND delivery_delayed_at = $1`, at.Add(5*time.Second)))
+	require.Equal(t, map[string]string{"f": "permanent the provider did not send the mail: reached_daily_quota",
+		"s": "permanent the address is on the provider's suppression list", "t": "permanent transient bounce MailboxFull: full",
+		"u": "permanent undetermined bounce", "p": "permanent permanent bounce"},
+		sc.QueryMap(t, `SELECT order_id, last_error_class || ' ' || last_error FROM mail WHERE status = 'failed'`))
+	require.Equal(t, map[string]string{"f": "EmailFailed provider_failed reached_daily_quota", "s": "EmailFailed suppressed previous_complaint",
+		"t": "EmailBounced  transient", "u": "EmailBounced  undetermined", "p": "EmailBounced  permanent"},
+		sc.QueryMap(t, `SELECT order_id, concat_ws(' ', event_type, COALESCE(payload#>>'{data,error_reason}', ''),
+			COALESCE(payload#>>'{data,provider_event,reason}', payload#>>'{data,provider_event,bounce_type}'))
+			FROM outbox WHERE event_type <> 'EmailSent'`))
+	for typ, payload := range sc.QueryMap(t, `SELECT event_type || ' ' || order_id, payload::text FROM outbox WHERE event_type <> 'EmailSent'`) {
+		require.Empty(t, api.ValidateFeedback(typ[:len(typ)-2], []byte(payload)), "%s %s", typ, payload)
+	}
+}
+
+// A report for a mail this deployment did not send suppresses nothing
+// unless suppression.scope is the whole account.
+func TestUnmatchedReportsSuppressOnlyInAccountScope(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := testCtx(t)
+	w := store.Webhook{Provider: "resend", Type: "email.bounced", At: time.Now().UTC(), EmailID: "em_someone_elses",
+		Effect: store.EffectBounced, BounceType: store.BouncePermanent, Recipients: []string{"x@example.com"}, Reason: "permanent bounce"}
+	w.ID = "msg_1"
+	res, err := sc.Open(t, store.Options{}).RecordWebhook(ctx, w)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{}, res)
+	w.ID = "msg_2"
+	res, err = sc.Open(t, store.Options{AccountSuppression: true}).RecordWebhook(ctx, w)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{Suppressed: 1}, res)
+	require.Equal(t, []string{"x@example.com"}, sc.QueryStrings(t, `SELECT address FROM suppression`))
+	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
+}
