@@ -270,8 +270,11 @@ func (w *wiring) buildConsumer() ([]named, error) {
 	// webhooks (issue 15): provider feedback on a listener of its own, when
 	// webhooks.addr is set, part of the intake (the consumer role); it
 	// stops with the consumer, before the relay.
+	// Its metrics are exported (at zero) when it is off too, so that the
+	// bounce and complaint alerts find their series.
+	hookMetrics := webhook.NewMetrics(w.reg)
 	if w.cfg.Webhooks.Addr != "" {
-		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: webhook.NewMetrics(w.reg),
+		hooks, err := webhook.New(webhookConfig(w.cfg), webhook.Deps{Store: w.store, Metrics: hookMetrics,
 			Log: w.log, OnOutboxWritten: func() { w.wakeRelay() }})
 		if err != nil {
 			return nil, fmt.Errorf("build webhooks: %w", err)
