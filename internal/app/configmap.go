@@ -60,6 +60,7 @@ func senderConfig(c *config.Config) sender.Config {
 		OutcomeLevel:     outcomeLevel(c.Log.MailOutcomes),
 		RateLimits:       map[string]float64{"smtp": c.SMTP.RateLimit, "resend": c.Resend.RateLimit},
 		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
+		SuppressCodes: c.Suppression.SMTPCodes,
 	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = sender.NoAmbiguousRetries

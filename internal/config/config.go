@@ -296,6 +296,11 @@ type Suppression struct {
 	// suppresses nothing. "account": the provider account serves this
 	// deployment alone, so such a report suppresses the addresses it gives.
 	Scope string `mapstructure:"scope" yaml:"scope"`
+	// SMTPCodes are the enhanced status codes (RFC 3463) of a permanent
+	// SMTP refusal, at RCPT or after DATA, that put the recipient on the
+	// suppression list (source smtp/reject): the address does not exist or
+	// cannot take mail. A 4.x.x reply never suppresses. Empty: none does.
+	SMTPCodes []string `mapstructure:"smtp_codes" yaml:"smtp_codes"`
 }
 
 // Templates configures mail rendering.

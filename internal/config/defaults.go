@@ -90,6 +90,7 @@ var defaults = map[string]any{
 	"mail.recipient_limit":        50,
 	"mail.recipient_limit_window": time.Hour,
 	"suppression.scope":           "deployment",
+	"suppression.smtp_codes":      []string{"5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10", "5.2.1"},
 	"mail.reply_to":               "",
 	"mail.idempotency_namespace":  "",
 

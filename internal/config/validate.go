@@ -9,6 +9,7 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -60,12 +61,20 @@ func (c *Config) Validate() error {
 	if c.Suppression.Scope != "deployment" && c.Suppression.Scope != "account" {
 		bad("suppression.scope", "must be deployment or account, got %q", c.Suppression.Scope)
 	}
+	for _, code := range c.Suppression.SMTPCodes {
+		if !permanentCode.MatchString(code) {
+			bad("suppression.smtp_codes", "%q is not a permanent enhanced status code (RFC 3463: 5.x.y, e.g. 5.1.1)", code)
+		}
+	}
 	if c.Log.MailOutcomes != "info" && c.Log.MailOutcomes != "debug" {
 		bad("log.mail_outcomes", "must be info or debug, got %q", c.Log.MailOutcomes)
 	}
 	c.validateRoles(bad)
 	return errors.Join(errs...)
 }
+
+// permanentCode is an RFC 3463 enhanced status code of class 5.
+var permanentCode = regexp.MustCompile(`^5\.[0-9]{1,3}\.[0-9]{1,3}$`)
 
 // The bounds of the per-recipient limit: the database counts in 32-bit
 // integers, and a window over 30 days outlives any producer's mistake.

@@ -63,6 +63,10 @@ type Config struct {
 	// QuotaProbe is the time between two probe sends while a provider's
 	// sending quota is used up (sender.quota_probe_interval, default 5m).
 	QuotaProbe time.Duration
+	// SuppressCodes are the enhanced status codes (RFC 3463, "5.1.1") of a
+	// permanent refusal that puts the recipient on the suppression list
+	// (suppression.smtp_codes); nil suppresses on none.
+	SuppressCodes []string
 	// PollInterval is how often an idle pool looks for due rows when no
 	// wake-up arrives (default 1s): the safety net across replicas.
 	PollInterval time.Duration

@@ -2,6 +2,7 @@ package sender
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/backoff"
@@ -41,6 +42,9 @@ type attempt struct {
 	// QuotaProbe is how long a mail waits after its provider's quota ran
 	// out (sender.quota_probe_interval): until the next probe.
 	QuotaProbe time.Duration
+	// SuppressCodes are the enhanced codes of a permanent refusal that
+	// suppresses the recipient (suppression.smtp_codes).
+	SuppressCodes []string
 }
 
 // verdict is the decision about one attempt: the metric outcome and what
@@ -136,6 +140,10 @@ func decide(err error, r Receipt, a attempt) verdict {
 	if a.Ambiguous > 0 && v.Record.IfCancelRequested == mailtype.StatusCancelled {
 		v.Record.IfCancelRequested = mailtype.StatusUnknown // it may have been delivered
 	}
+	// A permanent refusal of the recipient proves the address bad whatever
+	// the mail's end (an earlier ambiguous send may still have delivered
+	// it); a 4.x.x reply never suppresses.
+	v.Record.Suppress = class == mailtype.Permanent && slices.Contains(a.SuppressCodes, rec.Detail.SMTPEnhancedCode)
 	return v
 }
 

@@ -33,7 +33,7 @@ func (r rules) attempt(template string, sends, ambiguous int, age time.Duration)
 		Ambiguous: ambiguous, AmbiguousRetries: max(0, r.cfg.AmbiguousRetries),
 		Policy: r.policy(template), Provider: r.provider, Window: r.window, Age: age,
 		RetryBackoff: r.cfg.RetryBackoff, RetryBackoffMax: r.cfg.RetryBackoffMax,
-		Secrets: r.cfg.Secrets, QuotaProbe: r.cfg.QuotaProbe,
+		Secrets: r.cfg.Secrets, QuotaProbe: r.cfg.QuotaProbe, SuppressCodes: r.cfg.SuppressCodes,
 	}
 }
 

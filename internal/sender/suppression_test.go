@@ -69,3 +69,46 @@ func TestSuppressedRecipientNeverReachesTheServer(t *testing.T) {
 	b.waitRow(t, id, mailtype.StatusSent, 1)
 	require.Equal(t, 3, b.srv.Count())
 }
+
+// A permanent refusal of the recipient with a code of
+// suppression.smtp_codes, at RCPT or after DATA, suppresses the address
+// (source smtp/reject) in the outcome's transaction, also when an earlier
+// ambiguous send leaves the mail unknown; a policy refusal (5.7.1), a
+// refusal without an enhanced code and a 4.x.x reply do not.
+func TestPermanentRecipientRefusalSuppresses(t *testing.T) {
+	t.Parallel()
+	codes := []string{"5.1.1", "5.1.10", "5.2.1"}
+	for _, c := range []struct {
+		name       string
+		phase      smtptest.Phase
+		faults     []smtptest.Fault
+		status     mailtype.Status
+		suppressed bool
+	}{
+		{"550 5.1.1 at RCPT", smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(550, "5.1.1 User unknown")}, mailtype.StatusFailed, true},
+		{"556 5.1.10 at RCPT", smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(556, "5.1.10 Null MX")}, mailtype.StatusFailed, true},
+		{"552 5.2.1 after DATA", smtptest.Data, []smtptest.Fault{smtptest.ReplyText(552, "5.2.1 Mailbox disabled")}, mailtype.StatusFailed, true},
+		{"550 5.7.1 policy", smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(550, "5.7.1 Relaying denied")}, mailtype.StatusFailed, false},
+		{"550 without a code", smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(550, "User unknown")}, mailtype.StatusFailed, false},
+		{"450 4.2.1 then 450 4.2.1", smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(450, "4.2.1 Mailbox busy"),
+			smtptest.ReplyText(450, "4.2.1 Mailbox busy")}, mailtype.StatusFailed, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, smtptest.Options{})
+			b.srv.Inject(c.phase, c.faults...)
+			id, err := storetest.InsertPending(context.Background(), b.sc.Store, storetest.Mail{OrderID: "9", ToEmail: "Nobody@EXAMPLE.com"})
+			require.NoError(t, err)
+			cfg := testConfig()
+			cfg.MaxAttempts, cfg.SuppressCodes = 2, codes
+			b.start(t, cfg, sender.Deps{})
+			b.waitRow(t, id, c.status, len(c.faults))
+			want := map[string]string{}
+			if c.suppressed {
+				want["Nobody@example.com"] = "smtp/reject"
+			}
+			require.Equal(t, want, b.sc.QueryMap(t, `SELECT address, source FROM suppression`))
+			require.EqualValues(t, 1, b.events(t, mailtype.EmailFailed))
+		})
+	}
+}

@@ -137,6 +137,9 @@ func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string)
 		if src.toEmail == "" {
 			return &StateError{DedupeKey: dedupeKey, Status: src.status, Action: "resend", Hint: "it is a tombstone and has no content"}
 		}
+		if err := refuseSuppressed(ctx, tx, dedupeKey, src); err != nil {
+			return err
+		}
 		n, err := nextResend(ctx, tx, dedupeKey, src.orderID)
 		if err != nil {
 			return err
@@ -148,6 +151,24 @@ func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string)
 		return "", fmt.Errorf("resend %s: %w", dedupeKey, interpretErrorKeep(err))
 	}
 	return newKey, nil
+}
+
+// refuseSuppressed returns a *StateError naming the entry when the
+// mail's recipient is on the suppression list: a copy would only fail
+// suppressed, and the operator should first see why it is there.
+func refuseSuppressed(ctx context.Context, tx pgx.Tx, key string, src resendSource) error {
+	var reason, source string
+	err := tx.QueryRow(ctx, `SELECT reason, source FROM suppression WHERE address = mailsvc_address_key($1)`, src.toEmail).
+		Scan(&reason, &source)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return &StateError{DedupeKey: key, Status: src.status, Action: "resend", Hint: fmt.Sprintf(
+		"its recipient is on the suppression list (%s: %s); remove it first with `mailsvc suppression remove ADDRESS` if the address works again",
+		source, reason)}
 }
 
 // nextResend returns the next free resend number of key, or a *StateError

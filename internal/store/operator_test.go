@@ -244,3 +244,23 @@ func queryText(t *testing.T, sc *storetest.Schema, q string, args ...any) string
 	require.NoError(t, conn.QueryRow(ctx(t), q, args...).Scan(&out))
 	return out
 }
+
+// A resend to a suppressed recipient is refused with the entry's source
+// and reason; removed from the list, the same resend goes through.
+func TestResendToASuppressedAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	key := seedMail(t, sc, "order-confirmed:3", "3", mailtype.StatusFailed)
+	to := sc.QueryStrings(t, `SELECT to_email FROM mail WHERE dedupe_key = $1`, key)[0]
+	_, _, err := sc.Store.Suppress(ctx(t), to, "permanent bounce General", store.SourceBounce)
+	require.NoError(t, err)
+	_, err = sc.Store.Resend(ctx(t), key, "shop.example", "ns")
+	require.ErrorIs(t, err, store.ErrWrongState)
+	require.ErrorContains(t, err, "its recipient is on the suppression list (webhook/bounce: permanent bounce General)")
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '3'`))
+	_, err = sc.Store.Unsuppress(ctx(t), to)
+	require.NoError(t, err)
+	_, err = sc.Store.Resend(ctx(t), key, "shop.example", "ns")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE order_id = '3'`))
+}

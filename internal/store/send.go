@@ -54,6 +54,10 @@ type Outcome struct {
 	// Ambiguous counts this attempt as an ambiguous outcome (the row's
 	// ambiguous column grows by one; sender.ambiguous_retries reads it).
 	Ambiguous bool
+	// Suppress puts the mail's recipient on the suppression list (source
+	// smtp/reject, reason Error) in the outcome's transaction: the
+	// provider refused the recipient for good (suppression.smtp_codes).
+	Suppress bool
 	// TraceContext is the stored trace context (tracing.Encode) of the
 	// send's span, carried by the feedback events the outcome writes; ""
 	// means the row's own trace_context (a release, the janitor's verdict,

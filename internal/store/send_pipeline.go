@@ -42,6 +42,9 @@ func (s *Store) finishPipelined(ctx context.Context, c *pgx.Conn, as []Attempt, 
 		return nil, err
 	}
 	fbs, notices := applyFinished(as, got, res)
+	if err := suppressRefused(ctx, c, as, res); err != nil {
+		return nil, err
+	}
 	for _, n := range notices {
 		if _, err := s.insertNotice(ctx, c, n.key, n.traceContext); err != nil {
 			return nil, err

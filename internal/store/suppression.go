@@ -26,6 +26,9 @@ const (
 	SourceComplaint SuppressionSource = "webhook/complaint"
 	// SourceOperator: `mailsvc suppression add`.
 	SourceOperator SuppressionSource = "operator"
+	// SourceReject: the SMTP relay refused the recipient for good during
+	// the send (a reply with an enhanced code of suppression.smtp_codes).
+	SourceReject SuppressionSource = "smtp/reject"
 )
 
 // MaxSuppressionReason bounds the reason kept with an entry, in bytes.
@@ -145,4 +148,27 @@ func scanSuppression(row pgx.Row) (Suppression, error) {
 	var e Suppression
 	err := row.Scan(&e.Address, &e.Reason, &e.Source, &e.CreatedAt)
 	return e, err
+}
+
+// suppressRefusedSQL suppresses the recipient of mail $1 with reason $2
+// (source smtp/reject); an address on the list already keeps its entry.
+const suppressRefusedSQL = `
+INSERT INTO suppression (address, reason, source)
+SELECT mailsvc_address_key(to_email), $2, 'smtp/reject' FROM mail
+WHERE id = $1 AND position('@' IN to_email) > 0
+ON CONFLICT (address) DO NOTHING`
+
+// suppressRefused suppresses the recipient of each attempt that asks for
+// it (Outcome.Suppress) and whose outcome was written, inside the
+// outcome's transaction. Such refusals are rare: one statement each.
+func suppressRefused(ctx context.Context, c dbtx, as []Attempt, res []AttemptResult) error {
+	for i, a := range as {
+		if !a.Outcome.Suppress || res[i].Err != nil {
+			continue
+		}
+		if _, err := c.Exec(ctx, suppressRefusedSQL, a.ID, reasonText(a.Outcome.lastError())); err != nil {
+			return fmt.Errorf("suppress the recipient of mail %d: %w", a.ID, err)
+		}
+	}
+	return nil
 }
