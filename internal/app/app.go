@@ -131,7 +131,9 @@ func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns in
 	w := &wiring{cfg: cfg, log: log, templates: tmpl,
 		notices: &consumer.Notices{Templates: tmpl, From: cfg.Mail.From, FromDomain: mailtype.AddressDomain(cfg.Mail.From)}}
 	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange,
-		RecipientLimit: RecipientLimit(cfg), AccountSuppression: cfg.Suppression.Scope == "account"}
+		RecipientLimit: RecipientLimit(cfg), AccountSuppression: cfg.Suppression.Scope == "account",
+		Transient: store.TransientRule{Bounces: cfg.Suppression.TransientBounces, Window: cfg.Suppression.TransientWindow,
+			Expiry: cfg.Suppression.TransientExpiry}}
 	if cfg.Mail.CancelNotice {
 		opts.Notices = w.notices
 	}

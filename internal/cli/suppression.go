@@ -17,14 +17,16 @@ import (
 func newSuppressionCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "suppression",
-		Short: "The suppression list: addresses no mail is sent to (list, add, remove)",
+		Short: "The suppression list: addresses no mail is sent to (list, show, add, remove)",
 		Long: "A mail to an address on the suppression list ends failed with reason suppressed (EmailFailed) and is\n" +
 			"never handed to the provider. Resend's webhooks add permanent bounces (source webhook/bounce) and spam\n" +
-			"complaints (webhook/complaint); operators add and remove entries here (source operator). Addresses are\n" +
+			"complaints (webhook/complaint), repeated transient bounces for a while (webhook/transient); the SMTP\n" +
+			"relay's permanent refusals of a recipient add it (smtp/reject); operators add and remove entries here\n" +
+			"(source operator). `show` gives an address's history. Addresses are\n" +
 			"compared with surrounding white space removed and the domain's letters lower-cased; the local part\n" +
 			"keeps its case (RFC 5321: Ann@example.com and ann@example.com may be two mailboxes).",
 	}
-	cmd.AddCommand(newSuppressionListCmd(e), newSuppressionAddCmd(e), newSuppressionRemoveCmd(e))
+	cmd.AddCommand(newSuppressionListCmd(e), newSuppressionShowCmd(e), newSuppressionAddCmd(e), newSuppressionRemoveCmd(e))
 	return cmd
 }
 
@@ -62,9 +64,53 @@ func writeSuppressions(w io.Writer, list []store.Suppression) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSOURCE\tSINCE\tREASON")
+	fmt.Fprintln(tw, "ADDRESS\tSOURCE\tSINCE\tSEEN\tUNTIL\tREASON")
 	for _, s := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Address, s.Source, operator.Stamp(&s.CreatedAt), s.Reason)
+		until := "removed by an operator"
+		if s.ExpiresAt != nil {
+			until = operator.Stamp(s.ExpiresAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.Address, s.Source, operator.Stamp(&s.CreatedAt), s.Seen, until, s.Reason)
+	}
+	return tw.Flush()
+}
+
+func newSuppressionShowCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ADDRESS [--json]",
+		Short: "An address's entry (if listed) and history: every report that named it, its transient bounces, its removal",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				h, err := st.SuppressionHistoryOf(e.ctx, args[0])
+				if errors.Is(err, store.ErrNotFound) {
+					return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%s has never been suppressed nor bounced", args[0])}
+				}
+				if err != nil {
+					return storeError(cfg, "", err)
+				}
+				if asJSON {
+					return writeJSON(e.stdout, h)
+				}
+				return writeSuppressionHistory(e.stdout, h)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print {address, entry, events}")
+	return cmd
+}
+
+func writeSuppressionHistory(w io.Writer, h store.SuppressionHistory) error {
+	if h.Entry == nil {
+		fmt.Fprintf(w, "%s is not suppressed now\n", h.Address)
+	} else if err := writeSuppressions(w, []store.Suppression{*h.Entry}); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "history:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, ev := range h.Events {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", operator.Stamp(&ev.At), ev.Kind, ev.Source, ev.Reason)
 	}
 	return tw.Flush()
 }

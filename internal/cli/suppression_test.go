@@ -37,10 +37,11 @@ func TestSuppressionCommands(t *testing.T) {
 	var list []store.Suppression
 	require.NoError(t, json.Unmarshal([]byte(out), &list))
 	require.Len(t, list, 1)
-	require.Equal(t, store.Suppression{Address: "Ann@example.com", Reason: "asked by phone", Source: store.SourceOperator, CreatedAt: list[0].CreatedAt}, list[0])
+	require.Equal(t, store.Suppression{Address: "Ann@example.com", Reason: "asked by phone", Source: store.SourceOperator,
+		CreatedAt: list[0].CreatedAt, LastSeen: list[0].LastSeen, Seen: 2}, list[0])
 	out, err = o.run(t, "suppression", "list")
 	require.NoError(t, err)
-	require.Regexp(t, `^ADDRESS\s+SOURCE\s+SINCE\s+REASON\nAnn@example.com\s+operator\s+\S+.*asked by phone\n$`, out)
+	require.Regexp(t, `^ADDRESS\s+SOURCE\s+SINCE\s+SEEN\s+UNTIL\s+REASON\nAnn@example.com\s+operator\s+\S+\s+2\s+removed by an operator\s+asked by phone\n$`, out)
 
 	out, err = o.run(t, "suppression", "remove", "ann@example.com")
 	require.ErrorContains(t, err, `"ann@example.com" is not on the suppression list`, "the local part keeps its case")
@@ -50,4 +51,15 @@ func TestSuppressionCommands(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, `removed Ann@example.com (source operator, since `)
 	require.EqualValues(t, 0, o.sc.QueryInt(t, `SELECT count(*) FROM suppression`))
+
+	// The history outlives the entry.
+	out, err = o.run(t, "suppression", "show", "Ann@EXAMPLE.com")
+	require.NoError(t, err)
+	require.Regexp(t, `^Ann@EXAMPLE.com is not suppressed now\nhistory:\n`+
+		`  \S+\s+suppressed\s+operator\s+asked by phone\n`+
+		`  \S+\s+seen_again\s+operator\s+again\n`+
+		`  \S+\s+removed\s+operator\s+removed by an operator\n$`, out)
+	_, err = o.run(t, "suppression", "show", "never@example.com")
+	require.Equal(t, ExitNotFound, ExitCode(err))
+	require.ErrorContains(t, err, "never@example.com has never been suppressed nor bounced")
 }

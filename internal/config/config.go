@@ -301,6 +301,12 @@ type Suppression struct {
 	// suppression list (source smtp/reject): the address does not exist or
 	// cannot take mail. A 4.x.x reply never suppresses. Empty: none does.
 	SMTPCodes []string `mapstructure:"smtp_codes" yaml:"smtp_codes"`
+	// TransientBounces transient bounces of one address within
+	// TransientWindow suppress it for TransientExpiry (source
+	// webhook/transient); a single one never does. 0 turns it off.
+	TransientBounces int           `mapstructure:"transient_bounces" yaml:"transient_bounces"`
+	TransientWindow  time.Duration `mapstructure:"transient_window" yaml:"transient_window"`
+	TransientExpiry  time.Duration `mapstructure:"transient_expiry" yaml:"transient_expiry"`
 }
 
 // Templates configures mail rendering.

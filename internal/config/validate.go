@@ -61,6 +61,9 @@ func (c *Config) Validate() error {
 	if c.Suppression.Scope != "deployment" && c.Suppression.Scope != "account" {
 		bad("suppression.scope", "must be deployment or account, got %q", c.Suppression.Scope)
 	}
+	if n := c.Suppression.TransientBounces; n < 0 || n > 1000 {
+		bad("suppression.transient_bounces", "must be 0 (off) or 1 to 1000, got %d", n)
+	}
 	for _, code := range c.Suppression.SMTPCodes {
 		if !permanentCode.MatchString(code) {
 			bad("suppression.smtp_codes", "%q is not a permanent enhanced status code (RFC 3463: 5.x.y, e.g. 5.1.1)", code)
@@ -213,6 +216,7 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
 		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
 		"mail.recipient_limit_window": c.Mail.RecipientLimitWindow,
+		"suppression.transient_window": c.Suppression.TransientWindow, "suppression.transient_expiry": c.Suppression.TransientExpiry,
 		"relay.poll_interval":         c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
 		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
 		"relay.unroutable_window": c.Relay.UnroutableWindow,

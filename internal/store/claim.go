@@ -150,7 +150,8 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_claimed_at,
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
-    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)), false), COALESCE(m.provider, ''),
+    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)
+                  AND (s.expires_at IS NULL OR s.expires_at > now())), false), COALESCE(m.provider, ''),
     COALESCE(m.trace_context, '')`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit

@@ -469,7 +469,7 @@ SELECT 'gone' || g || '@example.com', 'bounce', 'webhook/bounce' FROM generate_s
 
 	plan, err := storetest.ExplainClaim(ctx, sc.Store, claimParams(50))
 	require.NoError(t, err)
-	require.Contains(t, plan, "Index Only Scan using suppression_pkey on suppression s", plan)
+	require.Contains(t, plan, "Index Only Scan using suppression_active_idx on suppression s", plan)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	require.NotContains(t, plan, "Hash", plan)
 }

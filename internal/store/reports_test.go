@@ -103,3 +103,64 @@ func TestUnmatchedReportsSuppressOnlyInAccountScope(t *testing.T) {
 	require.Equal(t, []string{"x@example.com"}, sc.QueryStrings(t, `SELECT address FROM suppression`))
 	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 }
+
+// Transient bounces suppress an address only at the rule's count within
+// its window, and only until the expiry; a permanent report makes the
+// entry permanent. The history keeps every step.
+func TestTransientBouncesSuppressForAWhile(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{Transient: store.TransientRule{Bounces: 3, Window: time.Hour, Expiry: 2 * time.Hour}})
+	ctx := testCtx(t)
+	bounce := func(order string) store.WebhookResult {
+		t.Helper()
+		sentByResend(t, st, order, "Full@Example.com", "em_"+order)
+		res, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "msg_" + order, Type: "email.bounced", At: time.Now(),
+			EmailID: "em_" + order, Effect: store.EffectBounced, BounceType: store.BounceTransient, Reason: "transient bounce MailboxFull: full"})
+		require.NoError(t, err)
+		return res
+	}
+	require.Equal(t, 0, bounce("1").Suppressed)
+	require.Equal(t, 0, bounce("2").Suppressed)
+	require.Equal(t, 1, bounce("3").Suppressed, "the third within the window")
+	list, err := st.Suppressions(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, store.SourceTransient, list[0].Source)
+	require.Equal(t, "3 transient bounces within 1h0m0s; last: transient bounce MailboxFull: full", list[0].Reason)
+	require.NotNil(t, list[0].ExpiresAt)
+	require.WithinDuration(t, time.Now().Add(2*time.Hour), *list[0].ExpiresAt, time.Minute)
+	claimSuppressed := func(order string) bool {
+		t.Helper()
+		_, err := storetest.InsertPending(ctx, st, storetest.Mail{OrderID: order, ToEmail: "Full@example.com"})
+		require.NoError(t, err)
+		got, err := st.ClaimMails(ctx, claimParams(1))
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		return got[0].Suppressed
+	}
+	require.True(t, claimSuppressed("4"))
+
+	// Expired, it stops nothing, and is not listed.
+	sc.Exec(t, `UPDATE suppression SET expires_at = now() - interval '1 second'`)
+	require.False(t, claimSuppressed("5"))
+	list, err = st.Suppressions(ctx)
+	require.NoError(t, err)
+	require.Empty(t, list)
+
+	// An expiring entry that a permanent report names becomes permanent.
+	sc.Exec(t, `UPDATE suppression SET expires_at = now() + interval '1 hour'`)
+	e, added, err := st.Suppress(ctx, "Full@example.com", "asked by phone", store.SourceOperator)
+	require.NoError(t, err)
+	require.False(t, added)
+	require.Nil(t, e.ExpiresAt)
+	require.Equal(t, store.SourceOperator, e.Source)
+	h, err := st.SuppressionHistoryOf(ctx, "Full@EXAMPLE.com")
+	require.NoError(t, err)
+	var kinds []string
+	for _, ev := range h.Events {
+		kinds = append(kinds, ev.Kind+" "+string(ev.Source))
+	}
+	require.Equal(t, []string{"transient webhook/transient", "transient webhook/transient", "transient webhook/transient",
+		"suppressed webhook/transient", "seen_again operator"}, kinds)
+}

@@ -25,6 +25,8 @@ type Store struct {
 	// accountSuppression lets a provider report that names no mail of
 	// this deployment suppress the addresses it gives.
 	accountSuppression bool
+	// transient is when transient bounces suppress an address.
+	transient TransientRule
 }
 
 // Options configures Open.
@@ -48,6 +50,9 @@ type Options struct {
 	// names no mail of it still suppresses the addresses it gives. False
 	// ("deployment", the default): such a report suppresses nothing.
 	AccountSuppression bool
+	// Transient is when transient bounces suppress an address; the zero
+	// value never does.
+	Transient TransientRule
 }
 
 // Open connects a pool and checks that the database answers. It returns an
@@ -75,7 +80,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		ex = "mail.events"
 	}
 	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices, recipientLimit: o.RecipientLimit,
-		accountSuppression: o.AccountSuppression}, nil
+		accountSuppression: o.AccountSuppression, transient: o.Transient}, nil
 }
 
 // preferGenericPlans sets plan_cache_mode = force_generic_plan on the

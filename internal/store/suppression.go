@@ -29,6 +29,9 @@ const (
 	// SourceReject: the SMTP relay refused the recipient for good during
 	// the send (a reply with an enhanced code of suppression.smtp_codes).
 	SourceReject SuppressionSource = "smtp/reject"
+	// SourceTransient: suppression.transient_bounces transient bounces
+	// within suppression.transient_window; the entry expires.
+	SourceTransient SuppressionSource = "webhook/transient"
 )
 
 // MaxSuppressionReason bounds the reason kept with an entry, in bytes.
@@ -44,10 +47,19 @@ var ErrInvalidAddress = errors.New("not an e-mail address")
 // compared form (mailsvc_address_key, migration 00090: trimmed, domain
 // lower-cased, local part as given).
 type Suppression struct {
-	Address   string            `json:"address"`
+	Address string `json:"address"`
+	// Reason and Source are the first report's: a later one counts in
+	// Seen and LastSeen only (but a permanent report makes an expiring
+	// entry permanent, with its own reason and source).
 	Reason    string            `json:"reason"`
 	Source    SuppressionSource `json:"source"`
 	CreatedAt time.Time         `json:"created_at"`
+	LastSeen  time.Time         `json:"last_seen"`
+	// Seen counts the reports that named the address while listed.
+	Seen int `json:"seen"`
+	// ExpiresAt ends an entry that transient bounces made; nil is
+	// permanent, until an operator removes it.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
 // checkAddress refuses what ErrInvalidAddress describes.
@@ -76,11 +88,30 @@ func reasonText(reason string) string {
 	return strings.TrimSpace(reason[:cut])
 }
 
+// suppressSQL adds an entry, or counts a report of an address listed
+// already: $1 address, $2 reason, $3 source, $4 expiry (NULL: permanent).
+// An entry that expired is replaced; an expiring one is made permanent by
+// a permanent report, with that report's reason and source. added is
+// true for a new entry.
 const suppressSQL = `
-INSERT INTO suppression (address, reason, source) VALUES (mailsvc_address_key($1), $2, $3)
-ON CONFLICT (address) DO NOTHING`
+INSERT INTO suppression AS s (address, reason, source, expires_at) VALUES (mailsvc_address_key($1), $2, $3, $4)
+ON CONFLICT (address) DO UPDATE SET
+    last_seen  = now(),
+    seen       = CASE WHEN s.expires_at <= now() THEN 1 ELSE s.seen + 1 END,
+    created_at = CASE WHEN s.expires_at <= now() THEN now() ELSE s.created_at END,
+    reason     = CASE WHEN s.expires_at <= now() OR (s.expires_at IS NOT NULL AND excluded.expires_at IS NULL)
+                      THEN excluded.reason ELSE s.reason END,
+    source     = CASE WHEN s.expires_at <= now() OR (s.expires_at IS NOT NULL AND excluded.expires_at IS NULL)
+                      THEN excluded.source ELSE s.source END,
+    expires_at = CASE WHEN s.expires_at <= now() THEN excluded.expires_at
+                      WHEN s.expires_at IS NULL OR excluded.expires_at IS NULL THEN NULL
+                      ELSE greatest(s.expires_at, excluded.expires_at) END
+RETURNING xmax = 0 OR seen = 1`
 
-const suppressionColumns = `address, reason, source, created_at`
+const suppressionColumns = `address, reason, source, created_at, last_seen, seen, expires_at`
+
+// activeSuppression is the SQL condition of an entry in force.
+const activeSuppression = `(expires_at IS NULL OR expires_at > now())`
 
 // Suppress puts address on the suppression list with reason (trimmed to
 // MaxSuppressionReason bytes) and source. An address already on the list
@@ -109,31 +140,56 @@ func (s *Store) Suppress(ctx context.Context, address, reason string, source Sup
 	return out, added, nil
 }
 
-// suppress inserts one entry inside tx; added is false when the address
-// was on the list already.
-func suppress(ctx context.Context, tx pgx.Tx, address, reason string, source SuppressionSource) (bool, error) {
-	tag, err := tx.Exec(ctx, suppressSQL, address, reasonText(reason), string(source))
-	if err != nil {
+// suppress adds or counts one entry inside tx (suppressSQL), with no
+// expiry, and writes its history row; added is false when the address was
+// listed already.
+func suppress(ctx context.Context, tx dbtx, address, reason string, source SuppressionSource) (bool, error) {
+	return suppressUntil(ctx, tx, address, reason, source, nil)
+}
+
+// suppressUntil is suppress with an expiry (nil: permanent).
+func suppressUntil(ctx context.Context, tx dbtx, address, reason string, source SuppressionSource, expires *time.Time) (bool, error) {
+	reason = reasonText(reason)
+	var added bool
+	if err := tx.QueryRow(ctx, suppressSQL, address, reason, string(source), expires).Scan(&added); err != nil {
 		return false, err
 	}
-	return tag.RowsAffected() == 1, nil
+	kind := "seen_again"
+	if added {
+		kind = "suppressed"
+	}
+	_, err := tx.Exec(ctx, insertSuppressionEventSQL, address, kind, string(source), reason)
+	return added, err
 }
+
+const insertSuppressionEventSQL = `
+INSERT INTO suppression_event (address, kind, source, reason) VALUES (mailsvc_address_key($1), $2, $3, $4)`
 
 // Unsuppress takes address (compared normalised) off the suppression list
 // and returns the entry it removed: mails to it are sent again from their
 // next claim. ErrNotFound when it was not on the list.
 func (s *Store) Unsuppress(ctx context.Context, address string) (Suppression, error) {
-	e, err := scanSuppression(s.pool.QueryRow(ctx,
-		`DELETE FROM suppression WHERE address = mailsvc_address_key($1) RETURNING `+suppressionColumns, address))
+	var e Suppression
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		e, err = scanSuppression(tx.QueryRow(ctx,
+			`DELETE FROM suppression WHERE address = mailsvc_address_key($1) AND `+activeSuppression+` RETURNING `+suppressionColumns, address))
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, insertSuppressionEventSQL, address, "removed", string(SourceOperator), "removed by an operator")
+		return err
+	})
 	if err != nil {
 		return Suppression{}, fmt.Errorf("unsuppress address: %w", interpretError(err))
 	}
 	return e, nil
 }
 
-// Suppressions returns the whole suppression list, oldest entry first.
+// Suppressions returns the entries in force, oldest first (an expired
+// one is left out: it no longer stops a mail).
 func (s *Store) Suppressions(ctx context.Context) ([]Suppression, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+suppressionColumns+` FROM suppression ORDER BY created_at, address`)
+	rows, err := s.pool.Query(ctx, `SELECT `+suppressionColumns+` FROM suppression WHERE `+activeSuppression+` ORDER BY created_at, address`)
 	if err != nil {
 		return nil, fmt.Errorf("list suppressions: %w", interpretError(err))
 	}
@@ -146,17 +202,9 @@ func (s *Store) Suppressions(ctx context.Context) ([]Suppression, error) {
 
 func scanSuppression(row pgx.Row) (Suppression, error) {
 	var e Suppression
-	err := row.Scan(&e.Address, &e.Reason, &e.Source, &e.CreatedAt)
+	err := row.Scan(&e.Address, &e.Reason, &e.Source, &e.CreatedAt, &e.LastSeen, &e.Seen, &e.ExpiresAt)
 	return e, err
 }
-
-// suppressRefusedSQL suppresses the recipient of mail $1 with reason $2
-// (source smtp/reject); an address on the list already keeps its entry.
-const suppressRefusedSQL = `
-INSERT INTO suppression (address, reason, source)
-SELECT mailsvc_address_key(to_email), $2, 'smtp/reject' FROM mail
-WHERE id = $1 AND position('@' IN to_email) > 0
-ON CONFLICT (address) DO NOTHING`
 
 // suppressRefused suppresses the recipient of each attempt that asks for
 // it (Outcome.Suppress) and whose outcome was written, inside the
@@ -166,7 +214,14 @@ func suppressRefused(ctx context.Context, c dbtx, as []Attempt, res []AttemptRes
 		if !a.Outcome.Suppress || res[i].Err != nil {
 			continue
 		}
-		if _, err := c.Exec(ctx, suppressRefusedSQL, a.ID, reasonText(a.Outcome.lastError())); err != nil {
+		var to string
+		if err := c.QueryRow(ctx, `SELECT to_email FROM mail WHERE id = $1`, a.ID).Scan(&to); err != nil {
+			return fmt.Errorf("read the recipient of mail %d: %w", a.ID, err)
+		}
+		if checkAddress(to) != nil {
+			continue
+		}
+		if _, err := suppress(ctx, c, to, a.Outcome.lastError(), SourceReject); err != nil {
 			return fmt.Errorf("suppress the recipient of mail %d: %w", a.ID, err)
 		}
 	}

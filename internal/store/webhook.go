@@ -170,7 +170,7 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 			return err
 		}
 		res.Matched = len(mails)
-		if res.Suppressed, err = suppressRecipients(ctx, tx, w, s.suppressionTargets(w, mails)); err != nil {
+		if res.Suppressed, err = s.suppressRecipients(ctx, tx, w, mails); err != nil {
 			return err
 		}
 		fbs, err := webhookFeedback(ctx, tx, w, mails)
@@ -221,12 +221,22 @@ func (s *Store) suppressionTargets(w Webhook, mails []webhookMail) []string {
 	return out
 }
 
-// suppressRecipients adds the valid addresses of targets, with w's source
-// and reason, and returns how many were new.
-func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook, targets []string) (int, error) {
+// suppressRecipients adds the valid addresses w suppresses, with its
+// source and reason, or notes a transient bounce of each mail's
+// recipient (TransientRule), and returns how many addresses were new on
+// the list.
+func (s *Store) suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook, mails []webhookMail) (int, error) {
 	source, ok := w.suppresses()
-	if !ok {
+	transient := w.Effect == EffectBounced && w.BounceType == BounceTransient
+	if !ok && !transient {
 		return 0, nil
+	}
+	targets := s.suppressionTargets(w, mails)
+	if transient {
+		targets = nil
+		for _, m := range mails {
+			targets = append(targets, m.to)
+		}
 	}
 	// In one order, so that two webhooks naming the same addresses never
 	// wait on each other's inserts in opposite orders (a deadlock).
@@ -235,7 +245,13 @@ func suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook, targets []str
 		if checkAddress(a) != nil {
 			continue
 		}
-		added, err := suppress(ctx, tx, a, w.Reason, source)
+		var added bool
+		var err error
+		if transient {
+			added, err = s.noteTransient(ctx, tx, a, w.Reason)
+		} else {
+			added, err = suppress(ctx, tx, a, w.Reason, source)
+		}
 		if err != nil {
 			return n, err
 		}
