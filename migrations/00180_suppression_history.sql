@@ -18,7 +18,8 @@ UPDATE suppression SET last_seen = created_at;
 ALTER TABLE suppression ALTER COLUMN last_seen SET DEFAULT now(), ALTER COLUMN last_seen SET NOT NULL;
 ALTER TABLE suppression DROP CONSTRAINT suppression_source_check;
 ALTER TABLE suppression ADD CONSTRAINT suppression_source_check
-    CHECK (source IN ('webhook/bounce', 'webhook/complaint', 'webhook/transient', 'operator', 'smtp/reject'));
+    CHECK (source IN ('webhook/bounce', 'webhook/complaint', 'webhook/transient', 'dsn/bounce', 'dsn/transient',
+                      'operator', 'smtp/reject'));
 
 -- The claim asks, per taken row, whether its recipient is listed and in
 -- force: this index answers it from the index alone (an index-only scan),
@@ -40,7 +41,7 @@ SELECT address, created_at, 'suppressed', source, reason FROM suppression;
 -- +goose Down
 DROP TABLE suppression_event;
 DROP INDEX suppression_active_idx;
-DELETE FROM suppression WHERE source = 'webhook/transient';
+DELETE FROM suppression WHERE source IN ('webhook/transient', 'dsn/bounce', 'dsn/transient');
 ALTER TABLE suppression DROP CONSTRAINT suppression_source_check;
 ALTER TABLE suppression ADD CONSTRAINT suppression_source_check
     CHECK (source IN ('webhook/bounce', 'webhook/complaint', 'operator', 'smtp/reject'));

@@ -32,6 +32,12 @@ const (
 	// SourceTransient: suppression.transient_bounces transient bounces
 	// within suppression.transient_window; the entry expires.
 	SourceTransient SuppressionSource = "webhook/transient"
+	// SourceDSN: a delivery status notification (RFC 3464) to the mail's
+	// VERP address reported a permanent failure.
+	SourceDSN SuppressionSource = "dsn/bounce"
+	// SourceDSNTransient: transient failures reported by notifications,
+	// as SourceTransient.
+	SourceDSNTransient SuppressionSource = "dsn/transient"
 )
 
 // MaxSuppressionReason bounds the reason kept with an entry, in bytes.

@@ -27,11 +27,11 @@ WHERE address = mailsvc_address_key($1) AND kind = 'transient' AND at > now() - 
 
 // noteTransient records a transient bounce of address and, when it is
 // the rule's Bounces-th within its Window, suppresses the address until
-// Expiry from now (source webhook/transient). It reports whether the
+// Expiry from now (source: SourceTransient or SourceDSNTransient). It reports whether the
 // address was added to the list.
-func (s *Store) noteTransient(ctx context.Context, tx dbtx, address, reason string) (bool, error) {
+func (s *Store) noteTransient(ctx context.Context, tx dbtx, address, reason string, source SuppressionSource) (bool, error) {
 	reason = reasonText(reason)
-	if _, err := tx.Exec(ctx, insertSuppressionEventSQL, address, "transient", string(SourceTransient), reason); err != nil {
+	if _, err := tx.Exec(ctx, insertSuppressionEventSQL, address, "transient", string(source), reason); err != nil {
 		return false, err
 	}
 	r := s.transient
@@ -47,7 +47,7 @@ func (s *Store) noteTransient(ctx context.Context, tx dbtx, address, reason stri
 	}
 	until := time.Now().Add(r.Expiry).UTC()
 	return suppressUntil(ctx, tx, address, fmt.Sprintf("%d transient bounces within %s; last: %s", n, r.Window, reason),
-		SourceTransient, &until)
+		source, &until)
 }
 
 // SuppressionEvent is one line of an address's history: a report that

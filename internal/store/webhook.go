@@ -83,12 +83,17 @@ type Webhook struct {
 	// ProviderReason is the provider's word for a failure or a suppression
 	// (provider_event.reason).
 	ProviderReason string
+	// MailID, when set, names the mail by its id instead of EmailID: a
+	// delivery status notification to its VERP address (internal/bounce).
+	MailID int64
 }
 
 // suppresses reports whether w puts addresses on the suppression list,
 // and with which source.
 func (w Webhook) suppresses() (SuppressionSource, bool) {
 	switch {
+	case w.Effect == EffectBounced && w.BounceType == BouncePermanent && w.MailID != 0:
+		return SourceDSN, true
 	case w.Effect == EffectBounced && w.BounceType == BouncePermanent:
 		return SourceBounce, true
 	case w.Effect == EffectComplained:
@@ -123,9 +128,15 @@ ON CONFLICT (provider, webhook_id) DO NOTHING`
 // mail_resend_message_id_idx answers it for Resend.
 const mailsOfMessageSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
-    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email
+    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, '')
 FROM mail WHERE provider = $1 AND provider_message_id = $2 AND $2 <> ''
 ORDER BY id FOR UPDATE`
+
+// mailOfIDSQL locks the mail a VERP report names by its id.
+const mailOfIDSQL = `
+SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
+    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, '')
+FROM mail WHERE id = $1 FOR UPDATE`
 
 // webhookMail is one mail a webhook names; its fb carries the mail's
 // stored trace context, so the provider's report is published in the
@@ -189,14 +200,18 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 }
 
 func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, error) {
-	rows, err := tx.Query(ctx, mailsOfMessageSQL, w.Provider, w.EmailID)
+	sql, args := mailsOfMessageSQL, []any{w.Provider, w.EmailID}
+	if w.MailID != 0 {
+		sql, args = mailOfIDSQL, []any{w.MailID}
+	}
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhookMail, error) {
 		var m webhookMail
 		err := r.Scan(&m.id, &m.fb.DedupeKey, &m.fb.OrderID, &m.fb.Template, &m.fb.SourceEventID, &m.fb.Attempts,
-			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext, &m.to)
+			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext, &m.to, &m.fb.Provider, &m.fb.ProviderMessageID)
 		return m, err
 	})
 }
@@ -248,7 +263,11 @@ func (s *Store) suppressRecipients(ctx context.Context, tx pgx.Tx, w Webhook, ma
 		var added bool
 		var err error
 		if transient {
-			added, err = s.noteTransient(ctx, tx, a, w.Reason)
+			src := SourceTransient
+			if w.MailID != 0 {
+				src = SourceDSNTransient
+			}
+			added, err = s.noteTransient(ctx, tx, a, w.Reason, src)
 		} else {
 			added, err = suppress(ctx, tx, a, w.Reason, source)
 		}
@@ -276,7 +295,10 @@ func webhookFeedback(ctx context.Context, tx pgx.Tx, w Webhook, mails []webhookM
 			return nil, err
 		}
 		if publish {
-			f.Provider, f.ProviderMessageID, f.ProviderEvent = w.Provider, w.EmailID, pe
+			if w.MailID == 0 {
+				f.Provider, f.ProviderMessageID = w.Provider, w.EmailID
+			}
+			f.ProviderEvent = pe
 			out = append(out, f)
 		}
 	}
