@@ -54,7 +54,7 @@ func newSuppressionListCmd(e *env) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {address, reason, source, created_at}")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array of {address, reason, source, created_at, last_seen, seen, expires_at}")
 	return cmd
 }
 
@@ -64,9 +64,9 @@ func writeSuppressions(w io.Writer, list []store.Suppression) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ADDRESS\tSOURCE\tSINCE\tSEEN\tUNTIL\tREASON")
+	fmt.Fprintln(tw, "ADDRESS\tSOURCE\tSINCE\tSEEN\tEXPIRES\tREASON")
 	for _, s := range list {
-		until := "removed by an operator"
+		until := "never"
 		if s.ExpiresAt != nil {
 			until = operator.Stamp(s.ExpiresAt)
 		}

@@ -41,7 +41,7 @@ func TestSuppressionCommands(t *testing.T) {
 		CreatedAt: list[0].CreatedAt, LastSeen: list[0].LastSeen, Seen: 2}, list[0])
 	out, err = o.run(t, "suppression", "list")
 	require.NoError(t, err)
-	require.Regexp(t, `^ADDRESS\s+SOURCE\s+SINCE\s+SEEN\s+UNTIL\s+REASON\nAnn@example.com\s+operator\s+\S+\s+2\s+removed by an operator\s+asked by phone\n$`, out)
+	require.Regexp(t, `^ADDRESS\s+SOURCE\s+SINCE\s+SEEN\s+EXPIRES\s+REASON\nAnn@example.com\s+operator\s+\S+\s+2\s+never\s+asked by phone\n$`, out)
 
 	out, err = o.run(t, "suppression", "remove", "ann@example.com")
 	require.ErrorContains(t, err, `"ann@example.com" is not on the suppression list`, "the local part keeps its case")

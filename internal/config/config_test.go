@@ -102,9 +102,12 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"smtp.idempotency_header":    {"MAILSVC_SMTP_IDEMPOTENCY_HEADER": "From"},
 		"serve.roles":                {"MAILSVC_SERVE_ROLES": ""},
 		// The per-recipient limit: the database counts in 32-bit integers.
-		"mail.recipient_limit":        {"MAILSVC_MAIL_RECIPIENT_LIMIT": "4294967296"},
-		"mail.recipient_limit_window": {"MAILSVC_MAIL_RECIPIENT_LIMIT_WINDOW": "1193046h28m16s"},
-		"amqp.url":                    {"MAILSVC_AMQP_URL": "amqp:/guest:pw@127.0.0.1:5672/"},
+		"mail.recipient_limit":         {"MAILSVC_MAIL_RECIPIENT_LIMIT": "4294967296"},
+		"mail.recipient_limit_window":  {"MAILSVC_MAIL_RECIPIENT_LIMIT_WINDOW": "1193046h28m16s"},
+		"amqp.url":                     {"MAILSVC_AMQP_URL": "amqp:/guest:pw@127.0.0.1:5672/"},
+		"suppression.transient_window": {"MAILSVC_SUPPRESSION_TRANSIENT_WINDOW": "1000000h"},
+		"suppression.scope":            {"MAILSVC_SUPPRESSION_SCOPE": "everyone"},
+		"suppression.smtp_codes":       {"MAILSVC_SUPPRESSION_SMTP_CODES": "5.1.1,4.2.2"},
 	} {
 		cases[key+" (2)"] = env
 	}

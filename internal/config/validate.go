@@ -64,6 +64,12 @@ func (c *Config) Validate() error {
 	if n := c.Suppression.TransientBounces; n < 0 || n > 1000 {
 		bad("suppression.transient_bounces", "must be 0 (off) or 1 to 1000, got %d", n)
 	}
+	for key, d := range map[string]time.Duration{"suppression.transient_window": c.Suppression.TransientWindow,
+		"suppression.transient_expiry": c.Suppression.TransientExpiry} {
+		if d > maxTransientDuration {
+			bad(key, "must be at most %s, got %s", maxTransientDuration, d)
+		}
+	}
 	for _, code := range c.Suppression.SMTPCodes {
 		if !permanentCode.MatchString(code) {
 			bad("suppression.smtp_codes", "%q is not a permanent enhanced status code (RFC 3463: 5.x.y, e.g. 5.1.1)", code)
@@ -84,6 +90,9 @@ var permanentCode = regexp.MustCompile(`^5\.[0-9]{1,3}\.[0-9]{1,3}$`)
 const (
 	maxRecipientLimit       = 1_000_000
 	maxRecipientLimitWindow = 30 * 24 * time.Hour
+	// maxTransientDuration bounds the transient-bounce window and expiry:
+	// a year, far below the database's 32-bit seconds.
+	maxTransientDuration = 365 * 24 * time.Hour
 )
 
 func (c *Config) validateConnections(bad func(string, string, ...any)) {

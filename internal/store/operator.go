@@ -158,7 +158,7 @@ func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string)
 // suppressed, and the operator should first see why it is there.
 func refuseSuppressed(ctx context.Context, tx pgx.Tx, key string, src resendSource) error {
 	var reason, source string
-	err := tx.QueryRow(ctx, `SELECT reason, source FROM suppression WHERE address = mailsvc_address_key($1)`, src.toEmail).
+	err := tx.QueryRow(ctx, `SELECT reason, source FROM suppression WHERE address = mailsvc_address_key($1) AND `+activeSuppression, src.toEmail).
 		Scan(&reason, &source)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil

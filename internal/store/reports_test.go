@@ -164,3 +164,49 @@ func TestTransientBouncesSuppressForAWhile(t *testing.T) {
 	require.Equal(t, []string{"transient webhook/transient", "transient webhook/transient", "transient webhook/transient",
 		"suppressed webhook/transient", "seen_again operator"}, kinds)
 }
+
+// Three transient bounces of one address recorded at once still reach the
+// rule's count: they count one after the other.
+func TestConcurrentTransientBouncesReachTheCount(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{Transient: store.TransientRule{Bounces: 3, Window: time.Hour, Expiry: time.Hour}})
+	ctx := testCtx(t)
+	for _, o := range []string{"a", "b", "c"} {
+		sentByResend(t, st, o, "busy@example.com", "em_"+o)
+	}
+	errs := make(chan error, 3)
+	for _, o := range []string{"a", "b", "c"} {
+		go func() {
+			_, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "msg_" + o, Type: "email.bounced", At: time.Now(),
+				EmailID: "em_" + o, Effect: store.EffectBounced, BounceType: store.BounceTransient, Reason: "full"})
+			errs <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, []string{"busy@example.com webhook/transient"}, sc.QueryStrings(t, `SELECT address || ' ' || source FROM suppression`))
+}
+
+// A complaint is published once per mail, however often it is reported;
+// an expired entry no longer blocks a resend.
+func TestOneComplaintPerMailAndExpiredEntriesBlockNothing(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{})
+	ctx := testCtx(t)
+	sentByResend(t, st, "c", "spam@example.com", "em_c")
+	for _, id := range []string{"msg_1", "msg_2", "msg_3"} {
+		_, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: id, Type: "email.complained", At: time.Now(),
+			EmailID: "em_c", Effect: store.EffectComplained, Reason: "spam"})
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailComplained'`))
+	require.EqualValues(t, 3, sc.QueryInt(t, `SELECT seen FROM suppression`))
+
+	sc.Exec(t, `UPDATE suppression SET expires_at = now() - interval '1 second'`)
+	sc.Exec(t, `UPDATE mail SET status = 'failed'`)
+	_, err := st.Resend(ctx, mailtype.ConfirmationKey("c"), "shop.example", "ns")
+	require.NoError(t, err, "an expired entry stops no resend")
+}

@@ -31,6 +31,11 @@ WHERE address = mailsvc_address_key($1) AND kind = 'transient' AND at > now() - 
 // address was added to the list.
 func (s *Store) noteTransient(ctx context.Context, tx dbtx, address, reason string, source SuppressionSource) (bool, error) {
 	reason = reasonText(reason)
+	// Concurrent reports of one address count one after the other: under
+	// READ COMMITTED each would otherwise miss the others' events.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('mailsvc transient ' || mailsvc_address_key($1)))`, address); err != nil {
+		return false, err
+	}
 	if _, err := tx.Exec(ctx, insertSuppressionEventSQL, address, "transient", string(source), reason); err != nil {
 		return false, err
 	}

@@ -128,14 +128,16 @@ ON CONFLICT (provider, webhook_id) DO NOTHING`
 // mail_resend_message_id_idx answers it for Resend.
 const mailsOfMessageSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
-    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, '')
+    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
+    complained_at IS NOT NULL
 FROM mail WHERE provider = $1 AND provider_message_id = $2 AND $2 <> ''
 ORDER BY id FOR UPDATE`
 
 // mailOfIDSQL locks the mail a VERP report names by its id.
 const mailOfIDSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
-    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, '')
+    delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
+    complained_at IS NOT NULL
 FROM mail WHERE id = $1 FOR UPDATE`
 
 // webhookMail is one mail a webhook names; its fb carries the mail's
@@ -145,6 +147,9 @@ type webhookMail struct {
 	id        int64
 	fb        Feedback
 	delivered bool
+	// complained is true once a complaint was recorded: one
+	// EmailComplained per mail.
+	complained bool
 	// to is the recipient the mail was sent to, as stored: a bounce or a
 	// complaint suppresses it too, whatever spelling the provider reports.
 	to string
@@ -211,7 +216,8 @@ func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, e
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (webhookMail, error) {
 		var m webhookMail
 		err := r.Scan(&m.id, &m.fb.DedupeKey, &m.fb.OrderID, &m.fb.Template, &m.fb.SourceEventID, &m.fb.Attempts,
-			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext, &m.to, &m.fb.Provider, &m.fb.ProviderMessageID)
+			&m.fb.Revision, &m.fb.Status, &m.delivered, &m.fb.TraceContext, &m.to, &m.fb.Provider, &m.fb.ProviderMessageID,
+			&m.complained)
 		return m, err
 	})
 }
@@ -323,8 +329,12 @@ func applyWebhook(ctx context.Context, tx pgx.Tx, w Webhook, m webhookMail) (Fee
 		_, err := tx.Exec(ctx, `UPDATE mail SET delivery_delayed_at = $2 WHERE id = $1`, m.id, w.At)
 		return f, false, err
 	case EffectComplained:
+		if m.complained {
+			return f, false, nil // a second report of the same complaint
+		}
+		_, err := tx.Exec(ctx, `UPDATE mail SET complained_at = $2 WHERE id = $1`, m.id, w.At)
 		f.Type = mailtype.EmailComplained
-		return f, m.fb.Status == mailtype.StatusSent, nil
+		return f, m.fb.Status == mailtype.StatusSent, err
 	case EffectBounced:
 		failed, err := failSent(ctx, tx, m, w.Reason)
 		if failed {

@@ -77,7 +77,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"provider", "result"}),
 		Reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_provider_reports_total",
-			Help: "Provider reports about mails (verified webhooks, each once), by provider, report (delivered, delivery_delayed, bounced_permanent, bounced_transient, bounced_undetermined, complained, failed, suppressed, other) and matched (true: it named a mail of this deployment).",
+			Help: "Provider reports about mails (verified webhooks, each once), by provider, report (delivered, delivery_delayed, bounced_permanent, bounced_transient, bounced_undetermined, complained, failed, suppressed, other) and matched (true: it named a mail of this deployment; always false for reports of kind other, which are not looked up).",
 		}, []string{"provider", "report", "matched"})}
 	for _, p := range Providers {
 		for _, r := range Results {

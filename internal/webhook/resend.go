@@ -85,6 +85,9 @@ type resendSuppressed struct {
 // recipients decodes a JSON array of strings, or one string.
 type recipients []string
 
+// Anything else is taken as no recipient: data.to suppresses only for a
+// report that names no mail of this deployment (suppression.scope
+// account), so a malformed list must not lose the report itself.
 func (r *recipients) UnmarshalJSON(b []byte) error {
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
@@ -92,10 +95,9 @@ func (r *recipients) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var many []string
-	if err := json.Unmarshal(b, &many); err != nil {
-		return errors.New("data.to: want an array of addresses")
+	if err := json.Unmarshal(b, &many); err == nil {
+		*r = many
 	}
-	*r = many
 	return nil
 }
 
@@ -121,7 +123,13 @@ func parseResend(id string, body []byte) (store.Webhook, error) {
 	if ev.Type == "" || len(ev.Type) > 64 {
 		return store.Webhook{}, errors.New("type: missing or longer than 64 bytes")
 	}
-	w := store.Webhook{Provider: ProviderResend, ID: id, Type: ev.Type, At: ev.CreatedAt, EmailID: ev.Data.EmailID}
+	// A report dated in the future is taken as of now: its time becomes
+	// delivered_at and provider_event.at.
+	at := ev.CreatedAt
+	if now := time.Now().UTC(); at.After(now) {
+		at = now
+	}
+	w := store.Webhook{Provider: ProviderResend, ID: id, Type: ev.Type, At: at, EmailID: ev.Data.EmailID}
 	if !classify(&w, ev.Data) {
 		return w, nil
 	}

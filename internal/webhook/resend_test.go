@@ -44,6 +44,8 @@ func TestParseResend(t *testing.T) {
 		{"suppressed", `{"type":"email.suppressed","created_at":"2026-11-22T23:41:12Z",
 			"data":{"email_id":"e","to":["a@example.com"],"suppressed":{"type":"Suppressed","reason":"previous_complaint"}}}`, store.EffectSuppressed, []string{"a@example.com"}, ""},
 		{"delayed", `{"type":"email.delivery_delayed","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e"}}`, store.EffectDelayed, nil, ""},
+		{"a malformed data.to loses no report", `{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e","to":{"x":5}}}`,
+			store.EffectDelivered, nil, ""},
 		{"complaint to two", `{"type":"email.complained","created_at":"2026-11-22T23:41:12Z",
 			"data":{"email_id":"e","to":["a@example.com"," b@example.com ",""]}}`, store.EffectComplained, []string{"a@example.com", "b@example.com"}, ""},
 		{"delivery needs no recipient", `{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e"}}`,
@@ -62,10 +64,9 @@ func TestParseResend(t *testing.T) {
 	for body, want := range map[string]string{
 		`[]`:          "body: json: cannot unmarshal array into Go value of type webhook.resendEvent",
 		`{"data":{}}`: "type: missing or longer than 64 bytes",
-		`{"type":"email.delivered","data":{"email_id":"e"}}`:                                             "created_at: missing",
-		`{"type":"email.delivered","created_at":"yesterday","data":{"email_id":"e"}}`:                    `body: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`,
-		`{"type":"email.complained","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e","to":7}}`: "body: data.to: want an array of addresses",
-		`{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e\u0000"}}`:   `body: a \u0000 escape or invalid UTF-8, which the database cannot store`,
+		`{"type":"email.delivered","data":{"email_id":"e"}}`:                                           "created_at: missing",
+		`{"type":"email.delivered","created_at":"yesterday","data":{"email_id":"e"}}`:                  `body: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`,
+		`{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e\u0000"}}`: `body: a \u0000 escape or invalid UTF-8, which the database cannot store`,
 	} {
 		_, err := parseResend("m", []byte(body))
 		require.EqualError(t, err, want, body)
