@@ -193,6 +193,8 @@ var secretEnv = map[string]string{
 	"resend.api_key": "resend-api-key",
 	// Needed only with webhooks.addr set.
 	"webhooks.resend_secret": "resend-webhook-secret",
+	// Needed only with bounces.address set.
+	"bounces.secret": "bounce-secret",
 }
 
 // k8sConfig writes the rendered ConfigMap's mailsvc.yaml to a file and loads it as the pods
@@ -312,7 +314,7 @@ func requirePod(t *testing.T, kind string, pod podSpec, args []string, r rendere
 	var want []string
 	for key, secretKey := range secretEnv {
 		// One provider needs one of the first two; the webhook secret only with webhooks.addr.
-		optional := key == "smtp.password" || key == "resend.api_key" || key == "webhooks.resend_secret"
+		optional := key == "smtp.password" || key == "resend.api_key" || key == "webhooks.resend_secret" || key == "bounces.secret"
 		want = append(want, fmt.Sprintf("%s=%s optional=%t", config.EnvName(key), secretKey, optional))
 	}
 	require.ElementsMatch(t, want, secrets, "%s: database URL, broker URL, SMTP password, Resend key and webhook secret come from the Secret", kind)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/mailsvc/mailsvc/internal/bounce"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
@@ -282,6 +283,21 @@ func (w *wiring) buildConsumer() ([]named, error) {
 			return nil, fmt.Errorf("build webhooks: %w", err)
 		}
 		parts = append(parts, named{name: "webhooks", c: hooks})
+	}
+	// The bounce listener (bounces.addr): SMTP's reports, part of the
+	// intake like the webhooks.
+	bounceMetrics := bounce.NewMetrics(w.reg)
+	if w.cfg.Bounces.Addr != "" {
+		bc, err := bounceConfig(w.cfg)
+		if err != nil {
+			return nil, err
+		}
+		srv, err := bounce.New(bc, bounce.Deps{Store: w.store, Metrics: bounceMetrics, Log: w.log,
+			OnOutboxWritten: func() { w.wakeRelay() }})
+		if err != nil {
+			return nil, fmt.Errorf("build the bounce listener: %w", err)
+		}
+		parts = append(parts, named{name: "bounces", c: srv})
 	}
 	return parts, nil
 }

@@ -1,10 +1,14 @@
 package app
 
 import (
+	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"time"
 
+	"github.com/mailsvc/mailsvc/internal/bounce"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
@@ -82,7 +86,7 @@ func outcomeLevel(v string) slog.Level {
 // signing secret, the passwords of the database and of the management API,
 // and the passphrase of the database's sslkey (sslpassword).
 func secretsOf(c *config.Config) []string {
-	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal()}
+	out := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal(), c.Bounces.Secret.Reveal()}
 	for _, raw := range []string{c.Database.URL.Reveal(), c.AMQP.ManagementURL.Reveal()} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -170,10 +174,37 @@ func queueStatsConfig(c *config.Config) queuestats.Config {
 // the TLS configuration read at Load), and sender.send_timeout as the
 // bound of each SMTP command.
 func smtpConfig(c *config.Config) smtp.Config {
-	return smtp.Config{
+	sc := smtp.Config{
 		Host: c.SMTP.Host, Port: c.SMTP.Port, Username: c.SMTP.Username, Password: c.SMTP.Password,
 		TLS: c.SMTP.TLS, TLSConfig: c.SMTPTLS(), IdempotencyHeader: c.SMTP.IdempotencyHeader, PhaseTimeout: c.Sender.SendTimeout,
 	}
+	if v := verpOf(c); v.On() {
+		sc.ReturnPath, sc.DSNNotify = v.Address, c.Bounces.Notify
+	}
+	return sc
+}
+
+// verpOf is the VERP of bounces.address and bounces.secret; off when
+// either is unset.
+func verpOf(c *config.Config) bounce.Verp {
+	local, domain, _ := strings.Cut(c.Bounces.Address, "@")
+	if c.Bounces.Address == "" || c.Bounces.Secret == "" {
+		return bounce.Verp{}
+	}
+	return bounce.Verp{LocalPart: local, Domain: domain, Secret: []byte(c.Bounces.Secret.Reveal())}
+}
+
+// bounceConfig is the bounce listener's part of cfg: bounces.*.
+func bounceConfig(c *config.Config) (bounce.Config, error) {
+	bc := bounce.Config{Addr: c.Bounces.Addr, Verp: verpOf(c), MaxMessageBytes: c.Bounces.MaxMessageBytes}
+	if c.Bounces.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.Bounces.TLSCertFile, c.Bounces.TLSKeyFile)
+		if err != nil {
+			return bc, fmt.Errorf("bounces.tls_cert_file, bounces.tls_key_file: %w", err)
+		}
+		bc.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	return bc, nil
 }
 
 // resendConfig is the Resend provider's part of cfg: resend.*.

@@ -23,10 +23,13 @@ type Config struct {
 	Webhooks  Webhooks  `mapstructure:"webhooks" yaml:"webhooks"`
 	// Suppression configures the suppression list.
 	Suppression Suppression `mapstructure:"suppression" yaml:"suppression"`
-	Templates   Templates   `mapstructure:"templates" yaml:"templates"`
-	Log         Log         `mapstructure:"log" yaml:"log"`
-	Serve       Serve       `mapstructure:"serve" yaml:"serve"`
-	Tracing     Tracing     `mapstructure:"tracing" yaml:"tracing"`
+	// Bounces configures SMTP's reports after the 250: VERP return paths
+	// and the bounce listener.
+	Bounces   Bounces   `mapstructure:"bounces" yaml:"bounces"`
+	Templates Templates `mapstructure:"templates" yaml:"templates"`
+	Log       Log       `mapstructure:"log" yaml:"log"`
+	Serve     Serve     `mapstructure:"serve" yaml:"serve"`
+	Tracing   Tracing   `mapstructure:"tracing" yaml:"tracing"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS
@@ -285,6 +288,32 @@ type Webhooks struct {
 	ResendSecret Secret `mapstructure:"resend_secret" yaml:"resend_secret"`
 	// ResendSecretFile, when set, is read for ResendSecret.
 	ResendSecretFile string `mapstructure:"resend_secret_file" yaml:"resend_secret_file"`
+}
+
+// Bounces configures what SMTP says after the 250 (internal/bounce).
+type Bounces struct {
+	// Address is the bounce address, local@domain (e.g.
+	// bounces@bounce.shop.example). With Secret set, every SMTP mail goes
+	// out with the envelope sender local+TOKEN@domain naming it; the
+	// domain's MX must reach Addr. "" (the default) turns VERP off.
+	Address string `mapstructure:"address" yaml:"address"`
+	// Secret keys the tokens' HMAC; at least 16 bytes. Required with
+	// Address.
+	Secret Secret `mapstructure:"secret" yaml:"secret"`
+	// SecretFile, when set, is read for Secret.
+	SecretFile string `mapstructure:"secret_file" yaml:"secret_file"`
+	// Addr is the bounce listener's host:port (SMTP for the domain of
+	// Address only); "" runs none (reports reach another replica's).
+	Addr string `mapstructure:"addr" yaml:"addr"`
+	// TLSCertFile and TLSKeyFile, when set, are offered with STARTTLS.
+	TLSCertFile string `mapstructure:"tls_cert_file" yaml:"tls_cert_file"`
+	TLSKeyFile  string `mapstructure:"tls_key_file" yaml:"tls_key_file"`
+	// MaxMessageBytes bounds one report.
+	MaxMessageBytes int64 `mapstructure:"max_message_bytes" yaml:"max_message_bytes"`
+	// Notify is the DSN NOTIFY asked of a relay that offers DSN (RFC
+	// 3461): FAILURE, DELAY and SUCCESS, comma separated, or NEVER; ""
+	// asks nothing.
+	Notify string `mapstructure:"notify" yaml:"notify"`
 }
 
 // Suppression configures the suppression list.

@@ -155,6 +155,7 @@ func (c *Config) readSecretFiles() error {
 	read("smtp.password_file", c.SMTP.PasswordFile, &c.SMTP.Password)
 	read("resend.api_key_file", c.Resend.APIKeyFile, &c.Resend.APIKey)
 	read("webhooks.resend_secret_file", c.Webhooks.ResendSecretFile, &c.Webhooks.ResendSecret)
+	read("bounces.secret_file", c.Bounces.SecretFile, &c.Bounces.Secret)
 	return errors.Join(errs...)
 }
 

@@ -27,6 +27,7 @@ func (c *Config) Validate() error {
 	c.validateSender(bad)
 	c.validateDurations(bad)
 	c.validateWebhooks(bad)
+	c.validateBounces(bad)
 	if c.Mail.From == "" {
 		bad("mail.from", "is required (e.g. \"Shop <orders@example.com>\")")
 	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {
@@ -224,9 +225,9 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 		"sender.retry_backoff": s.RetryBackoff, "sender.retry_backoff_max": s.RetryBackoffMax,
 		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
 		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
-		"mail.recipient_limit_window": c.Mail.RecipientLimitWindow,
+		"mail.recipient_limit_window":  c.Mail.RecipientLimitWindow,
 		"suppression.transient_window": c.Suppression.TransientWindow, "suppression.transient_expiry": c.Suppression.TransientExpiry,
-		"relay.poll_interval":         c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
+		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
 		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
 		"relay.unroutable_window": c.Relay.UnroutableWindow,
 		"amqp.reconnect_backoff":  c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
@@ -280,6 +281,40 @@ func (c *Config) validateWebhooks(bad func(string, string, ...any)) {
 		key, ok := strings.CutPrefix(w.ResendSecret.Reveal(), "whsec_")
 		if b, err := base64.StdEncoding.DecodeString(key); !ok || err != nil || len(b) == 0 {
 			bad("webhooks.resend_secret", "must be whsec_ followed by base64, as Resend shows the endpoint's signing secret")
+		}
+	}
+}
+
+// validateBounces checks bounces.*: an address with its secret, a
+// listener address like webhooks.addr's, a NOTIFY of RFC 3461's words.
+func (c *Config) validateBounces(bad func(string, string, ...any)) {
+	b := c.Bounces
+	if b.Address != "" {
+		if local, domain, ok := strings.Cut(b.Address, "@"); !ok || local == "" || domain == "" ||
+			strings.ContainsAny(b.Address, "+ <>\t\r\n") {
+			bad("bounces.address", "must be local@domain without '+' (mailsvc adds +TOKEN), got %q", b.Address)
+		}
+		if len(b.Secret.Reveal()) < 16 {
+			bad("bounces.secret", "is required with bounces.address and must be at least 16 bytes (or set bounces.secret_file)")
+		}
+	}
+	if b.Addr != "" {
+		if _, port, err := net.SplitHostPort(b.Addr); err != nil || port == "" {
+			bad("bounces.addr", "must be host:port or :port, got %q", b.Addr)
+		} else if b.Address == "" {
+			bad("bounces.addr", "needs bounces.address: the listener takes mail for its domain only")
+		}
+	}
+	if (b.TLSCertFile == "") != (b.TLSKeyFile == "") {
+		bad("bounces.tls_cert_file", "and bounces.tls_key_file go together")
+	}
+	if b.MaxMessageBytes < 1024 || b.MaxMessageBytes > 64<<20 {
+		bad("bounces.max_message_bytes", "must be 1024 to 67108864, got %d", b.MaxMessageBytes)
+	}
+	for _, w := range strings.Split(b.Notify, ",") {
+		if b.Notify != "" && !slices.Contains([]string{"FAILURE", "DELAY", "SUCCESS", "NEVER"}, strings.TrimSpace(w)) {
+			bad("bounces.notify", "must be FAILURE, DELAY and SUCCESS, comma separated, or NEVER, got %q", b.Notify)
+			break
 		}
 	}
 }

@@ -43,6 +43,8 @@ func HeaderKey(key string) string {
 // the consumer and stored, so that all attempts carry identical content,
 // Message-ID and idempotency key (docs/design.md, "Invariants": identical attempts).
 type Message struct {
+	// ID is the mail row's id: a VERP return path names the mail by it.
+	ID int64
 	// From is the sender address, e.g. "Cửa hàng <orders@example.com>".
 	From string
 	// ReplyTo is the Reply-To address, "" for none.

@@ -453,7 +453,7 @@ func (s sessions) close() {
 // were stored, the running config's.
 func (p *Pool) message(m *store.ClaimedMail) *Message {
 	msg := &Message{
-		From: m.From, To: m.ToEmail, ToName: m.ToName, ReplyTo: m.ReplyTo,
+		ID: m.ID, From: m.From, To: m.ToEmail, ToName: m.ToName, ReplyTo: m.ReplyTo,
 		Subject: m.Subject, Text: m.BodyText, HTML: m.BodyHTML,
 		MessageID: m.MessageID, DedupeKey: m.DedupeKey, IdempotencyKey: m.IdempotencyKey,
 		Date: m.CreatedAt,

@@ -41,10 +41,16 @@ func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, 
 	if err != nil {
 		return sender.Receipt{}, err
 	}
+	if s.p.cfg.ReturnPath != nil {
+		if err := msg.EnvelopeFrom(s.p.cfg.ReturnPath(m.ID)); err != nil {
+			return sender.Receipt{}, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "return path: %v", err)
+		}
+	}
+	dsn := dsnParams{notify: s.p.cfg.DSNNotify, envID: m.DedupeKey}
 	reused := s.client != nil
-	r, err := s.sendOnce(ctx, msg)
+	r, err := s.sendOnce(ctx, msg, dsn)
 	if err != nil && reused && deadBeforeTransaction(err) && ctx.Err() == nil {
-		r, err = s.sendOnce(ctx, msg)
+		r, err = s.sendOnce(ctx, msg, dsn)
 	}
 	return r, err
 }
@@ -72,7 +78,7 @@ func deadBeforeTransaction(err error) bool {
 	return false
 }
 
-func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt, error) {
+func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg, dsn dsnParams) (sender.Receipt, error) {
 	if s.client != nil && s.client.UpdateDeadline(s.p.cfg.PhaseTimeout) != nil {
 		s.drop()
 	}
@@ -84,7 +90,7 @@ func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg) (sender.Receipt
 	raw := s.raw
 	check := s.idleSince.IsZero() || time.Since(s.idleSince) >= warmFor
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
-	reply, err := transact(s.client, msg, check)
+	reply, err := transact(s.client, msg, check, dsn)
 	cut := !stop()
 	s.idleSince = time.Now()
 	if err != nil || cut {

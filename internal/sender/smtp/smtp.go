@@ -57,6 +57,15 @@ type Config struct {
 	IdempotencyHeader string
 	// HELO is the name sent in EHLO; "" means the host name.
 	HELO string
+	// ReturnPath, when set, gives the envelope sender (MAIL FROM) of mail
+	// id: its VERP address (internal/bounce), so that a bounce names the
+	// mail. Nil sends from the From address.
+	ReturnPath func(id int64) string
+	// DSNNotify is the NOTIFY parameter of RCPT TO (RFC 3461) where the
+	// server offers DSN, e.g. "FAILURE,DELAY"; MAIL FROM then carries
+	// RET=HDRS and ENVID (the mail's dedupe key, xtext-encoded). "" asks
+	// for nothing.
+	DSNNotify string
 	// PhaseTimeout bounds each SMTP command on top of the caller's deadline
 	// (default 30s).
 	PhaseTimeout time.Duration

@@ -83,7 +83,7 @@ type command struct {
 // answered DATA with 354 despite a refused recipient, which RFC 2920,
 // section 3.1, asks the client to end with a lone dot, sees the close
 // instead and takes nothing).
-func transact(c *gosmtp.Client, msg *gomail.Msg, check bool) (string, error) {
+func transact(c *gosmtp.Client, msg *gomail.Msg, check bool, dsn dsnParams) (string, error) {
 	from, to, err := envelope(msg)
 	if err != nil {
 		return "", &txError{step: stepEnvelope, err: err}
@@ -94,9 +94,10 @@ func transact(c *gosmtp.Client, msg *gomail.Msg, check bool) (string, error) {
 		}
 	}
 	pipelining, _ := c.Extension("PIPELINING")
+	mailDSN, rcptDSN := dsn.params(c, to)
 	cmds := []command{
-		{stepMail, 250, "MAIL FROM:" + from + mailParams(c)},
-		{stepRcpt, 25, "RCPT TO:" + to},
+		{stepMail, 250, "MAIL FROM:" + from + mailParams(c) + mailDSN},
+		{stepRcpt, 25, "RCPT TO:" + to + rcptDSN},
 		{stepData, 354, "DATA"},
 	}
 	if err := exchange(c.Text, cmds, pipelining); err != nil {
@@ -177,4 +178,39 @@ func mailParams(c *gosmtp.Client) string {
 		p += " SMTPUTF8"
 	}
 	return p
+}
+
+// dsnParams are what a mail asks of delivery status notifications
+// (RFC 3461): NOTIFY for its recipient, and its ENVID.
+type dsnParams struct {
+	notify, envID string
+}
+
+// params are the MAIL FROM and RCPT TO parameters for c's server: none
+// unless it offers DSN and a NOTIFY is set; then RET=HDRS (a report carries
+// the mail's headers, not its content), ENVID, NOTIFY and ORCPT.
+func (d dsnParams) params(c *gosmtp.Client, to string) (mail, rcpt string) {
+	if d.notify == "" {
+		return "", ""
+	}
+	if ok, _ := c.Extension("DSN"); !ok {
+		return "", ""
+	}
+	addr := strings.Trim(to, "<>")
+	return " RET=HDRS ENVID=" + xtext(d.envID), " NOTIFY=" + d.notify + " ORCPT=rfc822;" + xtext(addr)
+}
+
+// xtext encodes s as RFC 3461 section 4 asks: '+', '=', and bytes outside
+// '!'..'~' become "+XX"; an ENVID is cut to 100 characters.
+func xtext(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s) && b.Len() < 100; i++ {
+		c := s[i]
+		if c < '!' || c > '~' || c == '+' || c == '=' {
+			fmt.Fprintf(&b, "+%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
