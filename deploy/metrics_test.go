@@ -124,7 +124,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcQueueNearlyFull", "MailsvcInputBacklogGrowing", "MailsvcEventLagHigh", "MailsvcOutboxStuck",
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
-		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate",
+		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
 	}
 	var got []string
 	for _, r := range rules {
