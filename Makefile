@@ -10,7 +10,7 @@ export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 # The servers' URLs, written by scripts/services.sh (its own servers use other ports).
 WITH_SERVICES := set -a && . .run/services.env && set +a &&
 
-.PHONY: build test vet lint services stop toolchain run bench clean promtool postfix ui-check mailpit-ui
+.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers ui-check mailpit-ui
 
 build: bin/mailsvc
 
@@ -51,15 +51,15 @@ lint: bin/golangci-lint
 	@echo "==> golangci-lint run ./... (depguard and friends; the first run builds the linter, ~2 min)"
 	bin/golangci-lint run ./...
 
-test: toolchain services promtool postfix bin/mailpit vet lint
+test: toolchain services promtool mailservers bin/mailpit vet lint
 	@echo "==> go test -race ./... (about 3 minutes; a package's line appears when it has finished)"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m ./...
 	@scripts/services.sh status
 
-# postfix: the MTA of the end-to-end bounce test (installed when missing; never configured
-# or started as a system service).
-postfix:
-	scripts/postfix.sh
+# mailservers: Postfix and Dovecot for the bounce tests (installed when missing; never
+# configured or started as system services: the tests run private instances).
+mailservers:
+	scripts/mailservers.sh
 
 # promtool: check the alert rules and run their unit tests (installs promtool when missing).
 promtool:

@@ -30,12 +30,12 @@ type postfix struct {
 // nowhere.test (taken, then handed to remote, an SMTP server that refuses
 // it: Postfix bounces it with a report), and delivers mail for
 // bounceDomain, the reports it makes, to bounceAddr. It needs root
-// (Postfix's master) and the postfix package (scripts/postfix.sh
+// (Postfix's master) and the postfix package (scripts/mailservers.sh
 // installs it).
 func startPostfix(t *testing.T, bounceDomain, bounceAddr, remote string) *postfix {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/postfix"); err != nil {
-		t.Fatal("postfix is not installed: run scripts/postfix.sh (make test does) or install Debian's postfix package")
+		t.Fatal("postfix is not installed: run scripts/mailservers.sh (make test does) or install Debian's postfix package")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("the Postfix test starts Postfix's master, which needs root: run make test as root")

@@ -299,6 +299,14 @@ func (w *wiring) buildConsumer() ([]named, error) {
 		}
 		parts = append(parts, named{name: "bounces", c: srv})
 	}
+	if w.cfg.Bounces.IMAPURL != "" {
+		p, err := bounce.NewPoller(pollerConfig(w.cfg), bounce.Deps{Store: w.store, Metrics: bounceMetrics, Log: w.log,
+			OnOutboxWritten: func() { w.wakeRelay() }})
+		if err != nil {
+			return nil, fmt.Errorf("build the bounce mailbox poller: %w", err)
+		}
+		parts = append(parts, named{name: "bounce-mailbox", c: p})
+	}
 	return parts, nil
 }
 

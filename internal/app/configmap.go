@@ -196,7 +196,8 @@ func verpOf(c *config.Config) bounce.Verp {
 
 // bounceConfig is the bounce listener's part of cfg: bounces.*.
 func bounceConfig(c *config.Config) (bounce.Config, error) {
-	bc := bounce.Config{Addr: c.Bounces.Addr, Verp: verpOf(c), MaxMessageBytes: c.Bounces.MaxMessageBytes}
+	bc := bounce.Config{Addr: c.Bounces.Addr, Verp: verpOf(c), MaxMessageBytes: c.Bounces.MaxMessageBytes,
+		AcceptDelivered: strings.Contains(c.Bounces.Notify, "SUCCESS")}
 	if c.Bounces.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.Bounces.TLSCertFile, c.Bounces.TLSKeyFile)
 		if err != nil {
@@ -221,4 +222,10 @@ func TemplatesOptions(c *config.Config) templates.Options {
 // applies them at ingest.
 func RecipientLimit(c *config.Config) store.RecipientLimit {
 	return store.RecipientLimit{Mails: c.Mail.RecipientLimit, Window: c.Mail.RecipientLimitWindow}
+}
+
+// pollerConfig is the bounce mailbox poller's part of cfg.
+func pollerConfig(c *config.Config) bounce.PollerConfig {
+	return bounce.PollerConfig{URL: c.Bounces.IMAPURL.Reveal(), Verp: verpOf(c), Interval: c.Bounces.IMAPInterval,
+		MaxMessageBytes: c.Bounces.MaxMessageBytes, AcceptDelivered: strings.Contains(c.Bounces.Notify, "SUCCESS")}
 }

@@ -3,7 +3,7 @@ package bounce
 import "github.com/prometheus/client_golang/prometheus"
 
 // Refusals lists the reason label values of mailsvc_bounce_refused_total.
-var Refusals = []string{"relay", "bad_token", "too_large", "session_limit", "error"}
+var Refusals = []string{"relay", "bad_token", "too_large", "session_limit", "not_asked", "error"}
 
 // Verdicts lists the verdict label values of mailsvc_bounce_reports_total.
 var Verdicts = []Verdict{Permanent, Transient, Undetermined, Delayed, Delivered}
@@ -26,7 +26,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"verdict", "matched"}),
 		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_bounce_refused_total",
-			Help: "Mail the bounce listener refused, by reason (relay: a recipient outside the bounce domain; bad_token: a forged or mangled VERP token; too_large; session_limit; error: the database failed, the sender retries).",
+			Help: "Mail the bounce listener refused, by reason (relay: a recipient outside the bounce domain; bad_token: a forged or mangled VERP token; too_large; session_limit; not_asked: a success report mailsvc did not ask for; error: the database failed, the sender retries).",
 		}, []string{"reason"}),
 	}
 	for _, v := range Verdicts {

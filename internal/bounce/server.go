@@ -3,15 +3,14 @@ package bounce
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/emersion/go-smtp"
@@ -49,6 +48,16 @@ type Config struct {
 	Timeout time.Duration
 	// StoreTimeout bounds recording one report; 0 means 10 s.
 	StoreTimeout time.Duration
+	// SessionTimeout bounds a whole connection, however slowly it sends;
+	// 0 means 2 minutes.
+	SessionTimeout time.Duration
+	// MaxConnsPerIP is the most connections one client address holds at
+	// once; 0 means 8. Further ones are closed at once.
+	MaxConnsPerIP int
+	// AcceptDelivered records success reports (Action: delivered); off, a
+	// report mailsvc did not ask for (bounces.notify without SUCCESS)
+	// changes nothing.
+	AcceptDelivered bool
 }
 
 // WithDefaults fills the zero fields that have defaults.
@@ -60,6 +69,10 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.MaxConns, 64)
 	def(&c.MaxMessagesPerSession, 100)
+	def(&c.MaxConnsPerIP, 8)
+	if c.SessionTimeout <= 0 {
+		c.SessionTimeout = 2 * time.Minute
+	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 1 << 20
 	}
@@ -106,6 +119,19 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if cfg.Addr == "" || !cfg.Verp.On() {
 		return nil, errors.New("bounce listener: bounces.addr, bounces.address and bounces.secret are all required")
 	}
+	s := &Server{cfg: cfg, deps: fillDeps(deps), addr: cfg.Addr}
+	srv := smtp.NewServer(backend{s})
+	srv.Domain, srv.TLSConfig = cfg.Hostname, cfg.TLS
+	srv.MaxMessageBytes, srv.MaxRecipients, srv.MaxLineLength = cfg.MaxMessageBytes, 10, 2000
+	srv.ReadTimeout, srv.WriteTimeout = cfg.Timeout, cfg.Timeout
+	srv.ErrorLog = slogLogger{s.deps.Log}
+	s.srv = srv
+	return s, nil
+}
+
+// fillDeps gives deps a discarding log and unregistered metrics where
+// they are nil.
+func fillDeps(deps Deps) Deps {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
@@ -113,14 +139,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		deps.Metrics = NewMetrics(nil)
 	}
 	deps.Log = deps.Log.With("component", "bounces")
-	s := &Server{cfg: cfg, deps: deps, addr: cfg.Addr}
-	srv := smtp.NewServer(backend{s})
-	srv.Domain, srv.TLSConfig = cfg.Hostname, cfg.TLS
-	srv.MaxMessageBytes, srv.MaxRecipients, srv.MaxLineLength = cfg.MaxMessageBytes, 10, 2000
-	srv.ReadTimeout, srv.WriteTimeout = cfg.Timeout, cfg.Timeout
-	srv.ErrorLog = slogLogger{deps.Log}
-	s.srv = srv
-	return s, nil
+	return deps
 }
 
 // Addr is the address the listener listens on once started.
@@ -135,7 +154,8 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		s.addr = ln.Addr().String()
 		s.deps.Log.Info("bounce listener ready", "addr", s.addr, "domain", s.cfg.Verp.Domain, "starttls", s.cfg.TLS != nil)
-		return func(stop, abort context.Context) error { return s.serve(netutil.LimitListener(ln, s.cfg.MaxConns), stop, abort) }, nil
+		ln = &perIPListener{Listener: netutil.LimitListener(ln, s.cfg.MaxConns), max: s.cfg.MaxConnsPerIP, open: map[string]int{}}
+		return func(stop, abort context.Context) error { return s.serve(ln, stop, abort) }, nil
 	})
 }
 
@@ -169,7 +189,14 @@ func (s *Server) Err() error { return s.life.Err() }
 
 type backend struct{ s *Server }
 
-func (b backend) NewSession(*smtp.Conn) (smtp.Session, error) { return &session{s: b.s}, nil }
+// NewSession starts a session whose connection is closed after
+// SessionTimeout, however slowly its client sends: a slow sender cannot
+// hold a connection slot.
+func (b backend) NewSession(c *smtp.Conn) (smtp.Session, error) {
+	se := &session{s: b.s}
+	se.deadline = time.AfterFunc(b.s.cfg.SessionTimeout, func() { _ = c.Close() })
+	return se, nil
+}
 
 // session takes reports for VERP addresses; every other recipient is
 // refused as a relay attempt.
@@ -177,10 +204,15 @@ type session struct {
 	s        *Server
 	mails    []int64
 	messages int
+	deadline *time.Timer
 }
 
-func (se *session) Reset()        { se.mails = nil }
-func (se *session) Logout() error { return nil }
+func (se *session) Reset() { se.mails = nil }
+
+func (se *session) Logout() error {
+	se.deadline.Stop()
+	return nil
+}
 
 func (se *session) Mail(string, *smtp.MailOptions) error {
 	if se.messages >= se.s.cfg.MaxMessagesPerSession {
@@ -214,9 +246,12 @@ func (se *session) Data(r io.Reader) error {
 		return err
 	}
 	rep := ParseDSN(bytes.NewReader(body))
-	sum := sha256.Sum256(body)
+	if rep.Verdict == Delivered && !se.s.cfg.AcceptDelivered {
+		se.s.deps.Metrics.Refused.WithLabelValues("not_asked").Inc()
+		return nil // taken and dropped: mailsvc did not ask for success reports
+	}
 	for _, id := range se.mails {
-		if err := se.s.record(id, hex.EncodeToString(sum[:12]), rep); err != nil {
+		if err := se.s.record(id, rep); err != nil {
 			se.s.deps.Metrics.Refused.WithLabelValues("error").Inc()
 			se.s.deps.Log.Error("report not recorded; the sender will retry", "mail_id", id, "error", err)
 			return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "cannot record the report now, try again later"}
@@ -225,9 +260,10 @@ func (se *session) Data(r io.Reader) error {
 	return nil
 }
 
-// record writes one report about mail id, once by its digest.
-func (s *Server) record(id int64, digest string, rep Report) error {
-	w := Webhook(id, digest, rep, time.Now().UTC())
+// record writes one report about mail id, once per verdict and status:
+// copies of a report, however their headers differ, change nothing more.
+func (s *Server) record(id int64, rep Report) error {
+	w := Webhook(id, rep, time.Now().UTC())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.StoreTimeout)
 	defer cancel()
 	got, err := s.deps.Store.RecordWebhook(ctx, w)
@@ -246,12 +282,13 @@ func (s *Server) record(id int64, digest string, rep Report) error {
 }
 
 // Webhook is the store record of report rep about mail id, received at:
-// recorded once by the report's digest, matched by the mail's id, in the
-// vocabulary of the provider webhooks (a failed report is an
-// email.bounced, a delivery an email.delivered).
-func Webhook(id int64, digest string, rep Report, at time.Time) store.Webhook {
-	w := store.Webhook{Provider: ProviderSMTP, ID: "dsn:" + digest + ":" + strconv.FormatInt(id, 10), At: at,
-		MailID: id, BounceSubtype: rep.Status}
+// recorded once per mail, verdict and status (its id), matched by the
+// mail's id among the mails sent over SMTP, in the vocabulary of the
+// provider webhooks (a failed report is an email.bounced, a delivery an
+// email.delivered).
+func Webhook(id int64, rep Report, at time.Time) store.Webhook {
+	w := store.Webhook{Provider: ProviderSMTP, At: at, MailID: id, BounceSubtype: rep.Status,
+		ID: "dsn:" + strconv.FormatInt(id, 10) + ":" + string(rep.Verdict) + ":" + rep.Status}
 	switch rep.Verdict {
 	case Delivered:
 		w.Type, w.Effect = "email.delivered", store.EffectDelivered
@@ -260,6 +297,9 @@ func Webhook(id int64, digest string, rep Report, at time.Time) store.Webhook {
 	default:
 		w.Type, w.Effect, w.BounceType = "email.bounced", store.EffectBounced, string(rep.Verdict)
 		w.Reason = fmt.Sprintf("%s bounce %s: %s", rep.Verdict, rep.Status, rep.Diagnostic)
+		if rep.Status == "" {
+			w.Reason = fmt.Sprintf("%s bounce: the report gives no status", rep.Verdict)
+		}
 	}
 	return w
 }
@@ -270,3 +310,51 @@ type slogLogger struct{ log *slog.Logger }
 
 func (l slogLogger) Printf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l slogLogger) Println(v ...any)               { l.log.Debug(fmt.Sprint(v...)) }
+
+// perIPListener closes a connection at once when its client address
+// already holds max of them.
+type perIPListener struct {
+	net.Listener
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (l *perIPListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		l.mu.Lock()
+		if l.open[ip] >= l.max {
+			l.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		l.open[ip]++
+		l.mu.Unlock()
+		return &countedConn{Conn: c, release: func() { l.release(ip) }}, nil
+	}
+}
+
+func (l *perIPListener) release(ip string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[ip]--; l.open[ip] <= 0 {
+		delete(l.open, ip)
+	}
+}
+
+// countedConn releases its slot once, at its first Close.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(c.release)
+	return c.Conn.Close()
+}

@@ -1,15 +1,18 @@
 package bounce_test
 
 import (
+	"bufio"
 	"context"
+	"io"
+	"net"
 	"net/smtp"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/api"
@@ -99,7 +102,7 @@ func TestBounceListener(t *testing.T) {
 	require.NoError(t, h.deliver(verp.Address(999999), dsn("failed", "5.1.1")), "a mail that does not exist: nothing to change")
 
 	for rcpt, want := range map[string]string{
-		"victim@example.com":                            "550 5.7.1",
+		"victim@example.com":                              "550 5.7.1",
 		strings.Replace(verp.Address(hard), "+", "+x", 1): "550 5.1.1",
 		bounce.Verp{LocalPart: "bounces", Domain: "bounce.shop.example", Secret: []byte("guess")}.Address(hard): "550 5.1.1",
 	} {
@@ -144,4 +147,43 @@ func TestBounceListenerTakesACorpusReport(t *testing.T) {
 	require.Equal(t, []string{"failed"}, h.sc.QueryStrings(t, `SELECT status FROM mail`))
 	require.Equal(t, []string{"kijitora@example.jp dsn/bounce"},
 		h.sc.QueryStrings(t, `SELECT address || ' ' || source FROM suppression`))
+}
+
+// Copies of a report with other headers change nothing more; a success
+// report mailsvc did not ask for changes nothing; an SMTP report for a
+// mail Resend sent changes nothing; one client holds at most
+// MaxConnsPerIP connections.
+func TestBounceListenerRefusesWhatItDidNotAskFor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, bounce.Config{MaxConnsPerIP: 2})
+	id := h.sentBySMTP(t, "1", "gone@example.com")
+	ok := h.sentBySMTP(t, "2", "fine@example.com")
+	require.NoError(t, h.deliver(verp.Address(id), dsn("failed", "5.1.1")))
+	require.NoError(t, h.deliver(verp.Address(id), "Subject: again\n"+dsn("failed", "5.1.1")))
+	require.NoError(t, h.deliver(verp.Address(ok), dsn("delivered", "2.0.0")))
+	require.EqualValues(t, 1, h.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailBounced'`))
+	require.EqualValues(t, 0, h.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE delivered_at IS NOT NULL`))
+	require.Equal(t, 1, counter(t, h.metrics.Refused.WithLabelValues("not_asked")))
+
+	h.sc.Exec(t, `UPDATE mail SET provider = 'resend' WHERE id = $1`, ok)
+	require.NoError(t, h.deliver(verp.Address(ok), dsn("failed", "5.1.1")))
+	require.Equal(t, "sent", h.sc.QueryStrings(t, `SELECT status FROM mail WHERE id = $1`, ok)[0])
+	require.EqualValues(t, 0, h.sc.QueryInt(t, `SELECT count(*) FROM suppression WHERE address = 'fine@example.com'`))
+
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", h.srv.Addr())
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = bufio.NewReader(c).ReadString('\n') // the greeting: served
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	third, err := net.Dial("tcp", h.srv.Addr())
+	require.NoError(t, err)
+	defer third.Close()
+	require.NoError(t, third.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = bufio.NewReader(third).ReadString('\n')
+	require.ErrorIs(t, err, io.EOF, "a third connection from one address is closed at once")
+	require.Len(t, held, 2)
 }

@@ -86,8 +86,8 @@ func (v Verp) Parse(address string) (int64, error) {
 		return 0, ErrNotOurs
 	}
 	raw, err := tokenEncoding.DecodeString(strings.ToUpper(tok))
-	if err != nil || len(raw) != 8+macLen {
-		return 0, ErrBadToken
+	if err != nil || len(raw) != 8+macLen || !strings.EqualFold(tokenEncoding.EncodeToString(raw), tok) {
+		return 0, ErrBadToken // the last character's spare bits must be zero: one spelling per token
 	}
 	if !hmac.Equal(raw[8:], v.mac(raw[:8])) {
 		return 0, ErrBadToken

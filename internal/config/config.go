@@ -314,6 +314,12 @@ type Bounces struct {
 	// 3461): FAILURE, DELAY and SUCCESS, comma separated, or NEVER; ""
 	// asks nothing.
 	Notify string `mapstructure:"notify" yaml:"notify"`
+	// IMAPURL, when set, is a mailbox where reports land instead of (or
+	// besides) the listener: imaps://USER:PASSWORD@HOST[:PORT]/MAILBOX.
+	// Processed reports are deleted; others are flagged and left.
+	IMAPURL URL `mapstructure:"imap_url" yaml:"imap_url"`
+	// IMAPInterval is the time between two polls of IMAPURL.
+	IMAPInterval time.Duration `mapstructure:"imap_interval" yaml:"imap_interval"`
 }
 
 // Suppression configures the suppression list.

@@ -96,6 +96,8 @@ var defaults = map[string]any{
 	"bounces.tls_cert_file":         "",
 	"bounces.tls_key_file":          "",
 	"bounces.max_message_bytes":     int64(1 << 20),
+	"bounces.imap_url":              "",
+	"bounces.imap_interval":         time.Minute,
 	"bounces.notify":                "FAILURE,DELAY",
 	"suppression.scope":             "deployment",
 	"suppression.transient_bounces": 3,

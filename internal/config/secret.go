@@ -67,7 +67,7 @@ func (u URL) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
 // amqp.management_url, however those are written. NewRedactor takes them.
 func (c *Config) Secrets() []string {
 	s := []string{c.SMTP.Password.Reveal(), c.Resend.APIKey.Reveal(), c.Webhooks.ResendSecret.Reveal(), c.Bounces.Secret.Reveal()}
-	for _, u := range []URL{c.Database.URL, c.AMQP.URL, c.AMQP.ManagementURL} {
+	for _, u := range []URL{c.Database.URL, c.AMQP.URL, c.AMQP.ManagementURL, c.Bounces.IMAPURL} {
 		s = append(s, mailtype.ConnSecrets(string(u))...)
 	}
 	return s

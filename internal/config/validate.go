@@ -305,6 +305,17 @@ func (c *Config) validateBounces(bad func(string, string, ...any)) {
 			bad("bounces.addr", "needs bounces.address: the listener takes mail for its domain only")
 		}
 	}
+	if raw := b.IMAPURL.Reveal(); raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "imap" && u.Scheme != "imaps") || u.Host == "" || u.User == nil {
+			bad("bounces.imap_url", "must be imaps://USER:PASSWORD@HOST[:PORT]/MAILBOX (or imap://)")
+		} else if b.Address == "" {
+			bad("bounces.imap_url", "needs bounces.address: reports are matched by their VERP address")
+		}
+		if b.IMAPInterval < time.Second {
+			bad("bounces.imap_interval", "must be at least 1s, got %s", b.IMAPInterval)
+		}
+	}
 	if (b.TLSCertFile == "") != (b.TLSKeyFile == "") {
 		bad("bounces.tls_cert_file", "and bounces.tls_key_file go together")
 	}

@@ -133,12 +133,13 @@ SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, 
 FROM mail WHERE provider = $1 AND provider_message_id = $2 AND $2 <> ''
 ORDER BY id FOR UPDATE`
 
-// mailOfIDSQL locks the mail a VERP report names by its id.
+// mailOfIDSQL locks the mail a VERP report names by its id, if the
+// report's provider sent it: an SMTP report changes no mail Resend sent.
 const mailOfIDSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
     delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
     complained_at IS NOT NULL
-FROM mail WHERE id = $1 FOR UPDATE`
+FROM mail WHERE id = $1 AND provider = $2 FOR UPDATE`
 
 // webhookMail is one mail a webhook names; its fb carries the mail's
 // stored trace context, so the provider's report is published in the
@@ -207,7 +208,7 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, error) {
 	sql, args := mailsOfMessageSQL, []any{w.Provider, w.EmailID}
 	if w.MailID != 0 {
-		sql, args = mailOfIDSQL, []any{w.MailID}
+		sql, args = mailOfIDSQL, []any{w.MailID, w.Provider}
 	}
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
