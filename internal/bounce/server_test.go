@@ -3,6 +3,7 @@ package bounce_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/smtp"
@@ -20,6 +21,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/tlstest"
 )
 
 var verp = bounce.Verp{LocalPart: "bounces", Domain: "bounce.shop.example", Secret: []byte("test-secret")}
@@ -186,4 +188,28 @@ func TestBounceListenerRefusesWhatItDidNotAskFor(t *testing.T) {
 	_, err = bufio.NewReader(third).ReadString('\n')
 	require.ErrorIs(t, err, io.EOF, "a third connection from one address is closed at once")
 	require.Len(t, held, 2)
+}
+
+// With a certificate configured the listener offers STARTTLS, and a
+// report delivered over it is recorded like any other.
+func TestBounceListenerSTARTTLS(t *testing.T) {
+	t.Parallel()
+	ca := tlstest.NewCA(t, "bounce test CA")
+	h := newHarness(t, bounce.Config{TLS: tlstest.ServerConfig(ca.Server(t, "127.0.0.1"), nil)})
+	id := h.sentBySMTP(t, "1", "gone@example.com")
+	c, err := smtp.Dial(h.srv.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	ok, _ := c.Extension("STARTTLS")
+	require.True(t, ok, "STARTTLS offered")
+	require.NoError(t, c.StartTLS(&tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}))
+	require.NoError(t, c.Mail(""))
+	require.NoError(t, c.Rcpt(verp.Address(id)))
+	w, err := c.Data()
+	require.NoError(t, err)
+	_, err = io.WriteString(w, strings.ReplaceAll(dsn("failed", "5.1.1"), "\n", "\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	require.NoError(t, c.Quit())
+	require.Equal(t, []string{"failed"}, h.sc.QueryStrings(t, `SELECT status FROM mail`))
 }
