@@ -126,17 +126,22 @@ func (p *postfix) masterCF(t *testing.T) string {
 	return strings.Join(out, "\n")
 }
 
-// A real MTA between mailsvc and the world: Postfix takes three mails. It
-// delivers one; it refuses one at RCPT (550 5.1.1: mailsvc fails it and
-// suppresses the address, smtp/reject); it takes the third, its next hop
-// refuses it, and Postfix sends its own delivery status notification
-// (RFC 3464) to the mail's VERP return path, which reaches mailsvc's
-// bounce listener: the mail ends failed with its EmailBounced and the
-// address is suppressed (dsn/bounce). The delivered one stays sent.
+// A real MTA between mailsvc and the world: Postfix takes twelve mails.
+// It delivers four; it refuses four at RCPT (550 5.1.1: mailsvc fails
+// them and suppresses the addresses, smtp/reject); it takes four more,
+// its next hop refuses them, and Postfix sends its own delivery status
+// notifications (RFC 3464) to the mails' VERP return paths, which reach
+// mailsvc's bounce listener: those end failed with their EmailBounced
+// and their addresses are suppressed (dsn/bounce). Every mail's final
+// report is what happened to it.
 func TestPostfixBounceComesBack(t *testing.T) {
 	t.Parallel()
 	remote := smtptest.New(t, smtptest.Options{})
-	remote.Inject(smtptest.Rcpt, smtptest.ReplyText(550, "5.1.1 <nobody@nowhere.test>: user unknown"))
+	var refusals []smtptest.Fault
+	for range 4 {
+		refusals = append(refusals, smtptest.ReplyText(550, "5.1.1 user unknown"))
+	}
+	remote.Inject(smtptest.Rcpt, refusals...)
 	bounces := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	pf := startPostfix(t, "bounce.mailsvc.test", bounces, remote.Addr)
 	s := newStack(t, pf.Addr)
@@ -147,30 +152,45 @@ func TestPostfixBounceComesBack(t *testing.T) {
 	s.serve(map[string]string{"MAILSVC_BOUNCES_ADDRESS": "bounces@bounce.mailsvc.test",
 		"MAILSVC_BOUNCES_SECRET": "a-secret-of-32-bytes-for-the-tests", "MAILSVC_BOUNCES_ADDR": bounces})
 
-	gone, kept, refused := confirmed(1, "en"), confirmed(2, "vi"), confirmed(3, "en")
-	gone.Data["email"], kept.Data["email"], refused.Data["email"] = "nobody@nowhere.test", "someone@good.test", "x@rejected.test"
-	pub.publish(t, gone, kept, refused)
-	got := fb.collect(t, 4, time.Minute)
-	require.Equal(t, map[string]int{"EmailSent": 2, "EmailBounced": 1, "EmailFailed": 1}, countTypes(got))
+	domain := map[int]string{0: "good.test", 1: "nowhere.test", 2: "rejected.test"}
+	var evs []orderEvent
+	for i := 1; i <= 12; i++ {
+		ev := confirmed(i, "en")
+		ev.Data["email"] = fmt.Sprintf("customer%d@%s", i, domain[(i-1)/4])
+		evs = append(evs, ev)
+	}
+	pub.publish(t, evs...)
+	got := fb.collect(t, 16, 2*time.Minute)
+	require.Equal(t, map[string]int{"EmailSent": 8, "EmailBounced": 4, "EmailFailed": 4}, countTypes(got))
+	last := map[string]feedback{}
 	for _, f := range got {
-		if f.EventType == "EmailBounced" {
-			require.Equal(t, "order-confirmed:1", f.DedupeKey)
-			require.Equal(t, "failed", f.Data["status"])
+		last[f.DedupeKey] = f // in publish order: each mail's final report last
+	}
+	for i := 1; i <= 12; i++ {
+		key := fmt.Sprintf("order-confirmed:%d", i)
+		f, status := last[key], s.show(t, key).Status
+		switch domain[(i-1)/4] {
+		case "good.test":
+			require.Equal(t, "EmailSent", f.EventType, key)
+			require.Equal(t, "sent", status, key)
+		case "nowhere.test":
+			require.Equal(t, "EmailBounced", f.EventType, key)
+			require.Equal(t, "failed", status, key)
 			pe := f.Data["provider_event"].(map[string]any)
-			require.Equal(t, "permanent", pe["bounce_type"])
-			require.Equal(t, "5.1.1", pe["bounce_subtype"])
+			require.Equal(t, "permanent", pe["bounce_type"], key)
+			require.Equal(t, "5.1.1", pe["bounce_subtype"], key)
+		default:
+			require.Equal(t, "EmailFailed", f.EventType, key)
+			require.Equal(t, "rejected", f.Data["error_reason"], key)
+			require.Equal(t, "failed", status, key)
 		}
 	}
-	require.Equal(t, "failed", s.show(t, "order-confirmed:1").Status)
-	require.Equal(t, "sent", s.show(t, "order-confirmed:2").Status)
-	require.Equal(t, "failed", s.show(t, "order-confirmed:3").Status)
 	out, err := s.cli("suppression", "list")
 	require.NoError(t, err)
-	require.Regexp(t, `(?m)^nobody@nowhere.test\s+dsn/bounce\s`, out)
-	require.Regexp(t, `(?m)^x@rejected.test\s+smtp/reject\s`, out)
-	require.Equal(t, 1, remote.MailCommands(), "Postfix handed the bounced mail on once")
-	out, err = s.cli("suppression", "show", "nobody@nowhere.test")
+	require.Equal(t, 4, strings.Count(out, " dsn/bounce "), out)
+	require.Equal(t, 4, strings.Count(out, " smtp/reject "), out)
+	require.Equal(t, 4, remote.MailCommands(), "Postfix handed each bounced mail on once")
+	out, err = s.cli("suppression", "show", "customer5@nowhere.test")
 	require.NoError(t, err)
-	require.Contains(t, out, "dsn/bounce")
 	require.Contains(t, out, "permanent bounce 5.1.1")
 }
