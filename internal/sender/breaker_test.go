@@ -99,7 +99,10 @@ func TestBreakerOpensOnRefusedCredentials(t *testing.T) {
 		Username: "mailer", Password: "wrong", HELO: "test.local"})
 	require.NoError(t, err)
 	cp, m := requireBreakerOpens(t, b, prov, mailtype.ReasonAuth)
-	require.Equal(t, len(cp.times()), b.srv.Auths(), "every call was refused at AUTH")
+	// A probe counted as it starts reaches AUTH a moment later: wait for
+	// the server to have seen every call counted so far.
+	require.Eventually(t, func() bool { return len(cp.times()) == b.srv.Auths() }, 5*time.Second, time.Millisecond,
+		"every call was refused at AUTH")
 	require.Zero(t, b.srv.MailCommands())
 
 	// The operator fixes the credentials (here: the relay accepts the old
