@@ -91,7 +91,7 @@ var (
 	// with confirms.
 	floorSettings = benchSettings{name: "defaults-floor", workers: 8, sendBatch: 50, prefetch: 200, ingestBatch: 100,
 		poll: time.Second, render: true, recordEach: true, recordLog: true, feedback: true}
-	// tunedSettings are the best measured here (README "Benchmarks"): 16
+	// tunedSettings are the best measured here (docs/benchmarks.md): 16
 	// workers, so that twice as many outcomes share a commit (for a relay
 	// that allows 16 connections), a larger prefetch and ingest
 	// transactions of 250 events.

@@ -14,7 +14,7 @@ import (
 // speed, two runs each): the process spent about 10% less CPU per mail
 // (449 against 404 µs) and delivered about 5% more mails per second. The
 // price is memory: the heap's peak grows by about what is live, a few
-// megabytes here (README, "Benchmarks"). GOMEMLIMIT still bounds it: the
+// megabytes here (docs/benchmarks.md). GOMEMLIMIT still bounds it: the
 // collector runs more often as the heap nears the limit, whatever GOGC
 // says.
 const defaultGCPercent = 200

@@ -164,7 +164,7 @@ func TestStoppedComponentIsNoFailure(t *testing.T) {
 	require.NotContains(t, logs.String(), "failed")
 }
 
-// The bound README gives: sender.shutdown_timeout + 13 s, 33 s by default.
+// The bound docs/operating.md gives: sender.shutdown_timeout + 13 s, 33 s by default.
 func TestShutdownBoundIsTheDocumentedOne(t *testing.T) {
 	t.Parallel()
 	cfg := &config.Config{}

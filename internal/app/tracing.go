@@ -12,7 +12,7 @@ import (
 )
 
 // setupTracing builds the tracer provider (tracing.enabled, then the
-// standard OTEL_* variables; README, "Tracing"). Off, every component's
+// standard OTEL_* variables; docs/operating.md, "Tracing"). Off, every component's
 // tracer is nil. A variable the SDK refuses is an error wrapping
 // tracing.ErrConfig (exit code 2).
 func setupTracing(ctx context.Context, cfg *config.Config, log *slog.Logger) (*tracing.Provider, error) {

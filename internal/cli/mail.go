@@ -23,7 +23,7 @@ import (
 )
 
 // Exit codes of the operator commands (2 is an invalid config, 1 anything
-// else); README "Operating" lists them.
+// else); docs/operating.md lists them.
 const (
 	// ExitNotFound: the key, order or queue does not exist.
 	ExitNotFound = 3
