@@ -210,3 +210,34 @@ func TestOneComplaintPerMailAndExpiredEntriesBlockNothing(t *testing.T) {
 	_, err := st.Resend(ctx, mailtype.ConfirmationKey("c"), "shop.example", "ns")
 	require.NoError(t, err, "an expired entry stops no resend")
 }
+
+// A report that comes before the sender recorded its send (the mail is
+// still sending) records nothing and asks to be sent again; after the
+// outcome it is applied.
+func TestReportBeforeTheOutcomeIsRetried(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	st := sc.Open(t, store.Options{})
+	ctx := testCtx(t)
+	id, err := storetest.InsertPending(ctx, st, storetest.Mail{OrderID: "r", ToEmail: "fast@example.com"})
+	require.NoError(t, err)
+	got, err := st.ClaimMails(ctx, claimParams(1))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	sc.Exec(t, `UPDATE mail SET provider = 'smtp' WHERE id = $1`, id)
+	report := store.Webhook{Provider: "smtp", ID: "dsn:r", Type: "email.bounced", At: time.Now(), MailID: id,
+		Effect: store.EffectBounced, BounceType: store.BouncePermanent, Reason: "permanent bounce 5.1.1"}
+	_, err = st.RecordWebhook(ctx, report)
+	require.ErrorIs(t, err, store.ErrReportTooEarly)
+	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM webhook_event`))
+	require.EqualValues(t, 0, sc.QueryInt(t, `SELECT count(*) FROM suppression`))
+
+	res, err := st.FinishAttempts(ctx, []store.Attempt{{Fence: got[0].Fence,
+		Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "queued"}}})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	r, err := st.RecordWebhook(ctx, report)
+	require.NoError(t, err)
+	require.Equal(t, store.WebhookResult{Matched: 1, Suppressed: 1, Events: []mailtype.EventType{mailtype.EmailBounced}}, r)
+	require.Equal(t, "failed", sc.QueryStrings(t, `SELECT status FROM mail`)[0])
+}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -187,6 +188,9 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 			return err
 		}
 		res.Matched = len(mails)
+		if err := reportedTooEarly(mails); err != nil {
+			return err
+		}
 		if res.Suppressed, err = s.suppressRecipients(ctx, tx, w, mails); err != nil {
 			return err
 		}
@@ -203,6 +207,23 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 		return WebhookResult{}, fmt.Errorf("record %s webhook %s: %w", w.Provider, w.Type, interpretError(err))
 	}
 	return res, nil
+}
+
+// ErrReportTooEarly is a report about a mail whose send is still being
+// recorded (status sending): a fast relay can bounce a mail before the
+// sender has written its outcome. Nothing is recorded; the caller answers
+// so that the provider sends the report again (a 451, a 503).
+var ErrReportTooEarly = errors.New("the mail's send is still being recorded: send the report again later")
+
+// reportedTooEarly returns a transient ErrReportTooEarly when one of mails
+// is still sending.
+func reportedTooEarly(mails []webhookMail) error {
+	for _, m := range mails {
+		if m.fb.Status == mailtype.StatusSending {
+			return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, ErrReportTooEarly)
+		}
+	}
+	return nil
 }
 
 func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, error) {
