@@ -3,6 +3,7 @@ package mailtype
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Class says what to do about an error (docs/design.md, "Error classes").
@@ -87,6 +88,10 @@ type Error struct {
 	// (Resend's 401, 403, 429). Another provider may take such a mail
 	// (sender.fallback_provider); never one whose outcome is ambiguous.
 	Reroutable bool
+	// After is the least delay before the mail's next attempt that the
+	// provider asked for about this mail alone (an SMTP greylisting
+	// reply); 0 for none. RetryAfterOf reads it through a chain.
+	After time.Duration
 }
 
 func (e *Error) Error() string {
@@ -127,6 +132,29 @@ func ReasonOf(err error) Reason {
 		return e.Reason
 	}
 	return ReasonOther
+}
+
+// RetryAfterOf returns the After of the first *Error in err's chain, 0
+// for none.
+func RetryAfterOf(err error) time.Duration {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.After
+	}
+	return 0
+}
+
+// MessageOf returns err's text without the "reason (class): " prefix of
+// the first *Error in its chain, for a record that keeps the reason and
+// class in fields of their own (a mail's last_error is "reason: message").
+// It is err.Error() for an error without an *Error, or whose *Error wraps
+// nothing.
+func MessageOf(err error) string {
+	var e *Error
+	if !errors.As(err, &e) || e.Err == nil {
+		return err.Error()
+	}
+	return e.Err.Error()
 }
 
 // Reroutable reports whether the first *Error in err's chain is

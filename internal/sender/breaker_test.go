@@ -61,9 +61,10 @@ const breakerMails = 8
 
 // requireBreakerOpens runs the pool on prov against 8 mails whose every
 // send fails the same way, and checks what the breaker does: after exactly
-// three failures (one attempt spent on each) the provider is paused for
-// every worker, the alert metric is up, and only one probe per interval
-// reaches the provider, spending nothing; no mail fails.
+// three failures (no attempt spent on any: the trouble is the provider's)
+// the provider is paused for every worker, the alert metric is up, and
+// only one probe per interval reaches the provider, spending nothing; no
+// mail fails.
 func requireBreakerOpens(t *testing.T, b *bundle, prov sender.Provider, reason mailtype.Reason) (*countingProvider, *sender.Metrics) {
 	t.Helper()
 	for i := range breakerMails {
@@ -85,8 +86,8 @@ func requireBreakerOpens(t *testing.T, b *bundle, prov sender.Provider, reason m
 		AND pause_reason = 'breaker' AND failures = 3 AND pause_error LIKE $1`, string(reason)+" %"),
 		"%v", b.sc.QueryMap(t, `SELECT provider, COALESCE(pause_reason || ' ' || failures || ' ' || pause_error, '') FROM provider_state`))
 	// A probe in flight has its send counted until its outcome undoes it.
-	require.Eventually(t, func() bool { return b.count(t, `SELECT sum(sends) FROM mail WHERE status = 'pending'`) == 3 },
-		5*time.Second, time.Millisecond, "probes spend no attempt")
+	require.Eventually(t, func() bool { return b.count(t, `SELECT sum(sends) FROM mail WHERE status = 'pending'`) == 0 },
+		5*time.Second, time.Millisecond, "neither the failures nor the probes spend an attempt")
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM mail WHERE status NOT IN ('pending', 'sending')`), "no mail fails")
 	require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM outbox`))
 	return cp, m
@@ -112,7 +113,7 @@ func TestBreakerOpensOnRefusedCredentials(t *testing.T) {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == breakerMails
 	}, 15*time.Second, 10*time.Millisecond)
 	require.Equal(t, breakerMails, b.srv.Count(), "each mail once")
-	require.EqualValues(t, 3+breakerMails, b.count(t, `SELECT sum(sends) FROM mail`), "the three failures and one send per mail")
+	require.EqualValues(t, breakerMails, b.count(t, `SELECT sum(sends) FROM mail`), "one send per mail; the failures spent none")
 	require.EqualValues(t, breakerMails, b.events(t, mailtype.EmailSent))
 	require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
 	require.Eventually(t, func() bool { return gauge(m.Paused.WithLabelValues("smtp", string(mailtype.PauseBreaker))) == 0 },
@@ -188,11 +189,16 @@ func TestBreakerIsSharedByReplicas(t *testing.T) {
 			gauge(ms[1].Paused.WithLabelValues("smtp", string(mailtype.PauseBreaker))) == 1
 	}, 10*time.Second, 5*time.Millisecond)
 	// Sends already past their route when the breaker opened finish; then
-	// every call is counted and recorded.
+	// every call is recorded as unspent.
+	unspent := func() int {
+		return int(value(ms[0].Unspent.WithLabelValues("smtp", string(sender.TroubleConfig))) +
+			value(ms[1].Unspent.WithLabelValues("smtp", string(sender.TroubleConfig))))
+	}
 	require.Eventually(t, func() bool {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sending' AND send_started_at IS NOT NULL`) == 0 &&
-			b.count(t, `SELECT sum(sends) FROM mail`) == int64(len(cp.times()))
+			unspent() == len(cp.times())
 	}, 10*time.Second, 5*time.Millisecond)
+	require.EqualValues(t, 0, b.count(t, `SELECT sum(sends) FROM mail`), "a refused connection spends no attempt")
 	opened := len(cp.times())
 	require.GreaterOrEqual(t, opened, 3)
 	require.LessOrEqual(t, opened, 4, "at most the other replica's send in flight after the third failure")
@@ -227,6 +233,6 @@ func TestBreakerOpensOnARefusedAPIKey(t *testing.T) {
 		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == breakerMails
 	}, 15*time.Second, 10*time.Millisecond)
 	require.Len(t, stand.Sent(), breakerMails)
-	require.EqualValues(t, 3+breakerMails, b.count(t, `SELECT sum(sends) FROM mail`))
+	require.EqualValues(t, breakerMails, b.count(t, `SELECT sum(sends) FROM mail`), "a refused key spends no attempt")
 	require.EqualValues(t, 0, b.events(t, mailtype.EmailFailed))
 }

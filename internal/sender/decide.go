@@ -35,6 +35,10 @@ type attempt struct {
 	Window   time.Duration
 	// Age is how long ago the first attempt was claimed.
 	Age time.Duration
+	// Claims is how many times the row was claimed, this claim included
+	// (its fencing token): the backoff of a retry that spent nothing grows
+	// with it.
+	Claims int
 	// RetryBackoff and RetryBackoffMax bound the retry delay.
 	RetryBackoff, RetryBackoffMax time.Duration
 	// Secrets are redacted from the stored error text.
@@ -106,17 +110,26 @@ func decide(err error, r Receipt, a attempt) verdict {
 	}
 	rec := store.Outcome{
 		Provider: a.Provider, ErrorClass: class, ErrorReason: reason,
-		Error: mailtype.Sanitize(err.Error(), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
+		Error: mailtype.Sanitize(mailtype.MessageOf(err), a.Secrets...), IfCancelRequested: mailtype.StatusCancelled,
 		Ambiguous: class == mailtype.Ambiguous, Detail: mailtype.DetailOf(err),
 	}
-	switch trouble, after := TroubleOf(err); trouble {
-	case TroubleRateLimited:
+	switch trouble, after := TroubleOf(err); {
+	case trouble == TroubleRateLimited:
 		return unspentVerdict(err, a, max(after, time.Second))
-	case TroubleQuota:
+	case trouble == TroubleQuota:
 		return unspentVerdict(err, a, max(after, a.QuotaProbe))
+	case trouble == TroubleInProgress:
+		v := unspentVerdict(err, a, max(after, time.Second))
+		v.Outcome = OutcomeUnanswered
+		return v
+	case trouble == TroubleOutage && a.resendIsSafe():
+		// The key is alive: the same request again cannot deliver twice,
+		// and no answer came about the mail: sent again, unspent, until an
+		// answer comes or the key is about to expire.
+		return unansweredVerdict(err, a, backoff.Delay(a.Claims, a.RetryBackoff, a.RetryBackoffMax))
 	}
 	v := verdict{Outcome: string(class), Record: rec}
-	retry := backoff.Delay(a.Sends, a.RetryBackoff, a.RetryBackoffMax)
+	retry := max(backoff.Delay(a.Sends, a.RetryBackoff, a.RetryBackoffMax), mailtype.RetryAfterOf(err))
 	switch {
 	case class == mailtype.Ambiguous:
 		v.Record.IfCancelRequested = mailtype.StatusUnknown
@@ -134,6 +147,7 @@ func decide(err error, r Receipt, a attempt) verdict {
 		v.Record.Status = mailtype.StatusFailed
 		// The message keeps the last error with its own reason.
 		v.Record.ErrorClass, v.Record.ErrorReason = mailtype.Permanent, mailtype.ReasonAttemptsExceeded
+		v.Record.Error = string(reason) + ": " + rec.Error
 	default:
 		v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
 	}
@@ -163,13 +177,35 @@ func unspentVerdict(err error, a attempt, retry time.Duration) verdict {
 	v := verdict{Outcome: OutcomeThrottled, Record: store.Outcome{
 		Status: mailtype.StatusPending, RetryAfter: retry, Release: true, IfCancelRequested: mailtype.StatusCancelled,
 		ErrorClass: mailtype.ClassOf(err), ErrorReason: mailtype.ReasonOf(err),
-		Error: mailtype.Sanitize(err.Error(), a.Secrets...), Detail: mailtype.DetailOf(err),
+		Error: mailtype.Sanitize(mailtype.MessageOf(err), a.Secrets...), Detail: mailtype.DetailOf(err),
 	}}
 	if a.Ambiguous > 0 {
 		v.Record.IfCancelRequested = mailtype.StatusUnknown
 	}
 	return v
 }
+
+// unansweredVerdict ends a send the provider did not answer about the mail
+// (sender.TroubleOutage) while a resend is safe: back to pending after
+// retry, unspent, as unspentVerdict; a send that may have reached the
+// provider (ambiguous) still counts as an ambiguous outcome through the
+// provider that made it, so that a later end without a safe resend is
+// unknown, never failed, and the resend goes to the same provider.
+func unansweredVerdict(err error, a attempt, retry time.Duration) verdict {
+	v := unspentVerdict(err, a, retry)
+	v.Outcome = OutcomeUnanswered
+	if mailtype.ClassOf(err) == mailtype.Ambiguous {
+		v.Record.Ambiguous, v.Record.Provider = true, a.Provider
+		v.Record.IfCancelRequested = mailtype.StatusUnknown
+	}
+	return v
+}
+
+// OutcomeUnanswered is the verdict outcome of a send that met a provider
+// outage (sender.TroubleOutage, sender.TroubleConfig) or an earlier
+// request still in progress, and went back to pending unspent: counted in
+// mailsvc_sends_unspent_total, not mailsvc_send_attempts_total.
+const OutcomeUnanswered = "unanswered"
 
 // deferVerdict ends a claim that no provider may take now (every route is
 // paused): back to pending unspent, due after retry.

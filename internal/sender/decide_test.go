@@ -112,7 +112,7 @@ func TestDecideDelays(t *testing.T) {
 
 	exhausted := decide(transient, Receipt{}, smtpAttempt(3, mailtype.PolicyRetry))
 	require.Equal(t, mailtype.ReasonAttemptsExceeded, exhausted.Record.ErrorReason)
-	require.Equal(t, "deferred (transient): 451", exhausted.Record.Error)
+	require.Equal(t, "deferred: 451", exhausted.Record.Error, "the last error keeps its own reason, once")
 }
 
 func TestReleaseVerdictSpendsNothing(t *testing.T) {

@@ -72,11 +72,11 @@ func TestSMTPProviderDetailIsPublished(t *testing.T) {
 			mailtype.StatusFailed, 1, mailtype.EmailFailed, mailtype.ReasonRejected, `{"smtp_code":550,"smtp_enhanced_code":"5.1.1"}`},
 		{"550 without enhanced code fails", []inject{{smtptest.Rcpt, []smtptest.Fault{smtptest.ReplyText(550, "User unknown")}}},
 			mailtype.StatusFailed, 1, mailtype.EmailFailed, mailtype.ReasonRejected, `{"smtp_code":550}`},
-		{"451 4.7.1 until attempts run out", []inject{{smtptest.Data, []smtptest.Fault{
-			smtptest.ReplyText(451, "4.7.1 Greylisted"), smtptest.ReplyText(451, "4.7.1 Try again later")}}},
-			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, `{"smtp_code":451,"smtp_enhanced_code":"4.7.1"}`},
-		{"no reply until attempts run out", []inject{{smtptest.Mail, []smtptest.Fault{smtptest.Hang(), smtptest.Hang()}}},
-			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, absent},
+		{"451 4.3.0 until attempts run out", []inject{{smtptest.Data, []smtptest.Fault{
+			smtptest.ReplyText(451, "4.3.0 Local error"), smtptest.ReplyText(451, "4.3.0 Try again")}}},
+			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, `{"smtp_code":451,"smtp_enhanced_code":"4.3.0"}`},
+		{"no reply, then 451 until attempts run out", []inject{{smtptest.Mail, []smtptest.Fault{smtptest.Hang(), smtptest.ReplyText(451, "4.3.0 Try again")}}},
+			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, `{"smtp_code":451,"smtp_enhanced_code":"4.3.0"}`},
 		{"550 5.1.1 after an ambiguous send is unknown", []inject{
 			{smtptest.Data, []smtptest.Fault{smtptest.Hang()}},
 			// Delay(0) lets the first session's RCPT through.
@@ -116,10 +116,8 @@ func TestResendProviderDetailIsPublished(t *testing.T) {
 	}{
 		{"422 validation_error fails", []resendtest.Fault{resendtest.Invalid()},
 			mailtype.StatusFailed, 1, mailtype.EmailFailed, mailtype.ReasonRejected, `{"http_status":422,"error_name":"validation_error"}`},
-		{"403 until attempts run out", []resendtest.Fault{resendtest.Error(403, "invalid_api_key"), resendtest.Error(403, "invalid_api_key")},
-			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, `{"http_status":403,"error_name":"invalid_api_key"}`},
-		{"500 until attempts run out", []resendtest.Fault{resendtest.ServerError(), resendtest.ServerError()},
-			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonAttemptsExceeded, `{"http_status":500,"error_name":"internal_server_error"}`},
+		{"500 spends nothing under a live key, then 422 fails", []resendtest.Fault{resendtest.ServerError(), resendtest.Invalid()},
+			mailtype.StatusFailed, 2, mailtype.EmailFailed, mailtype.ReasonRejected, `{"http_status":422,"error_name":"validation_error"}`},
 		{"409 reused key is unknown", []resendtest.Fault{resendtest.Error(409, "invalid_idempotent_request")},
 			mailtype.StatusUnknown, 1, mailtype.EmailUnknown, mailtype.ReasonIdempotencyReuse, `{"http_status":409,"error_name":"invalid_idempotent_request"}`},
 		{"sent", nil, mailtype.StatusSent, 1, mailtype.EmailSent, "", absent},

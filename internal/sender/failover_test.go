@@ -72,7 +72,8 @@ func TestPrimaryDownEveryMailDeliveredOnceThroughTheFallback(t *testing.T) {
 		require.Empty(t, api.ValidateFeedback("EmailSent", []byte(body)), "the event validates against the contract")
 	}
 	require.EqualValues(t, 3, value(m.Failovers.WithLabelValues("smtp", "resend")), "three within their attempt, then the breaker routes")
-	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 3)
+	require.EqualValues(t, 3, value(m.Unspent.WithLabelValues("smtp", string(sender.TroubleConfig))), "the refused connections spent nothing")
+	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 0)
 	requireAttempts(t, m, "resend", sender.OutcomeSent, mails)
 	require.EqualValues(t, 1, gauge(m.Paused.WithLabelValues("smtp", string(mailtype.PauseBreaker))))
 }

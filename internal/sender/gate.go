@@ -298,20 +298,32 @@ func (g *gate) pause(reason mailtype.PauseReason, d time.Duration, errText strin
 	}
 }
 
-// failure counts a configuration failure; the one that makes
-// Config.BreakerThreshold in a row (across replicas) opens the breaker.
-func (g *gate) failure(errText string) {
-	g.m.ConfigFailures.WithLabelValues(g.name).Inc()
+// failure counts a configuration failure or an outage (trouble); the one
+// that makes Config.BreakerThreshold in a row (across replicas) opens the
+// breaker. It returns the failures in a row after this one, 0 when the
+// database did not count it.
+func (g *gate) failure(trouble Trouble, errText string) int {
+	if trouble == TroubleOutage {
+		g.m.OutageFailures.WithLabelValues(g.name).Inc()
+	} else {
+		g.m.ConfigFailures.WithLabelValues(g.name).Inc()
+	}
 	var tripped bool
-	g.db("failure count", func(ctx context.Context) (store.ProviderState, error) {
-		st, t, err := g.st.CountProviderFailure(ctx, g.name, g.cfg.BreakerThreshold, g.cfg.BreakerProbe, errText)
+	first := min(store.ProbeFloor, g.cfg.BreakerProbe)
+	st, ok := g.db("failure count", func(ctx context.Context) (store.ProviderState, error) {
+		st, t, err := g.st.CountProviderFailure(ctx, g.name, g.cfg.BreakerThreshold, first, errText)
 		tripped = t
 		return st, err
 	})
 	if tripped {
-		g.log.Error("circuit breaker opened: the provider's configuration or reachability fails for every mail; probing every "+g.cfg.BreakerProbe.String(),
+		g.log.Error("circuit breaker opened: the provider fails for every mail (its configuration, its reachability or an outage); probing with one mail after "+
+			first.String()+", then at doubling intervals up to "+g.cfg.BreakerProbe.String(),
 			"failures", g.cfg.BreakerThreshold, "error", errText)
 	}
+	if !ok {
+		return 0
+	}
+	return st.Failures
 }
 
 // recovered records a send that got past every configuration check. A
@@ -366,6 +378,17 @@ func (g *gate) probeInterval(reason mailtype.PauseReason) time.Duration {
 func (g *gate) failsOver() bool {
 	p, reason, _ := g.pausedUntil()
 	return p && reason.Probed()
+}
+
+// resumedAt is when the provider's last quota or breaker pause ended,
+// on the local clock; zero when none did.
+func (g *gate) resumedAt() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.state.ResumedAt.IsZero() {
+		return time.Time{}
+	}
+	return g.readAt.Add(g.state.ResumedAt.Sub(g.state.Now))
 }
 
 // reason is the reason of the provider's pause, "" when not paused.

@@ -73,6 +73,16 @@ type Metrics struct {
 	// sends that failed on the configuration or the provider's reachability
 	// (what opens the breaker).
 	ConfigFailures *prometheus.CounterVec
+	// OutageFailures is mailsvc_provider_outage_failures_total{provider}:
+	// sends the provider did not answer about the mail (TroubleOutage: no
+	// response, a timeout, an HTTP 5xx, a relay that closed the session);
+	// with ConfigFailures they open the breaker.
+	OutageFailures *prometheus.CounterVec
+	// Unspent is mailsvc_sends_unspent_total{provider,trouble}: sends that
+	// met the provider's own failure (trouble outage or config) or an
+	// earlier request still in progress (in_progress) and went back to
+	// pending without spending an attempt (OutcomeUnanswered).
+	Unspent *prometheus.CounterVec
 	// Failovers is mailsvc_failovers_total{from,to}: sends the fallback
 	// provider took after the primary failed without taking the mail.
 	Failovers *prometheus.CounterVec
@@ -152,6 +162,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_provider_config_failures_total",
 			Help: "Sends that failed on the provider's configuration or reachability (authentication, TLS, connection refused).",
 		}, []string{"provider"}),
+		OutageFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_provider_outage_failures_total",
+			Help: "Sends the provider did not answer about the mail (no response, a timeout, HTTP 5xx, a closed session): with the configuration failures they open the breaker.",
+		}, []string{"provider"}),
+		Unspent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_sends_unspent_total",
+			Help: "Sends that met the provider's own failure (trouble outage, config) or an earlier request still in progress (in_progress) and went back to pending, no attempt spent.",
+		}, []string{"provider", "trouble"}),
 		Failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mailsvc_failovers_total",
 			Help: "Mails the fallback provider took after the primary failed without taking them.",
@@ -163,6 +181,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.SessionsRefused.WithLabelValues(p, "true")
 		m.SessionsRefused.WithLabelValues(p, "false")
 		m.ConfigFailures.WithLabelValues(p)
+		m.OutageFailures.WithLabelValues(p)
+		for _, t := range []Trouble{TroubleOutage, TroubleConfig, TroubleInProgress} {
+			m.Unspent.WithLabelValues(p, string(t))
+		}
 		for _, r := range mailtype.PauseReasons {
 			m.Paused.WithLabelValues(p, string(r))
 		}
@@ -180,7 +202,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
-			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.Failovers)
+			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.OutageFailures, m.Unspent, m.Failovers)
 	}
 	return m
 }

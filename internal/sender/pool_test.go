@@ -151,7 +151,9 @@ func TestStartTLSRequiredAgainstPlainServerNeverSendsPlaintext(t *testing.T) {
 		AND send_after > now() + interval '20 minutes'`, id))
 	require.Equal(t, 0, b.srv.MailCommands())
 	require.Equal(t, 0, b.srv.Count())
-	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 1)
+	require.EqualValues(t, 0, b.count(t, `SELECT sends FROM mail WHERE id = $1`, id), "the configuration's failure spends no attempt")
+	require.EqualValues(t, 1, value(m.Unspent.WithLabelValues("smtp", string(sender.TroubleConfig))))
+	requireAttempts(t, m, "smtp", sender.OutcomeTransient, 0)
 }
 
 func TestStartTLSDelivers(t *testing.T) {

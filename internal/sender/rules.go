@@ -63,11 +63,14 @@ func (r rules) maxAge(template string) time.Duration {
 // than its max age at now, before any send: it is not handed to the
 // provider (docs/contract.md, "Input", stale events). It is no attempt: nothing is
 // spent or counted in mailsvc_send_attempts_total. ok is false for a mail still
-// young enough.
-func (r rules) stale(m *store.ClaimedMail, now time.Time) (verdict, bool) {
+// young enough, and for one that was still young enough when its provider
+// came back from an outage (resumed, the end of its last quota or breaker
+// pause; zero for none) no longer than a max age ago: the outage, not the
+// mail, made it wait, and the backlog it left drains within a max age.
+func (r rules) stale(m *store.ClaimedMail, now, resumed time.Time) (verdict, bool) {
 	limit := r.maxAge(m.Template)
 	age := now.Sub(m.OccurredAt)
-	if limit <= 0 || m.OccurredAt.IsZero() || age <= limit {
+	if limit <= 0 || m.OccurredAt.IsZero() || age <= limit || freshAtRecovery(m.OccurredAt, resumed, now, limit) {
 		return verdict{}, false
 	}
 	msg := fmt.Sprintf("event occurred at %s, %s ago, older than the max event age %s; not sent",
@@ -91,4 +94,10 @@ func suppressed(m *store.ClaimedMail) (verdict, bool) {
 		ErrorClass: mailtype.Permanent, ErrorReason: mailtype.ReasonSuppressed,
 		Error: "the recipient is on the suppression list (mailsvc suppression list); not sent",
 	}}, true
+}
+
+// freshAtRecovery reports whether an event that occurred at occurred was at
+// most limit old when its provider resumed, within limit before now.
+func freshAtRecovery(occurred, resumed, now time.Time, limit time.Duration) bool {
+	return !resumed.IsZero() && !resumed.Before(occurred) && resumed.Sub(occurred) <= limit && now.Sub(resumed) <= limit
 }

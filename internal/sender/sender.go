@@ -143,6 +143,22 @@ const (
 	// unspent; else it is an ordinary transient failure (the relay may be
 	// down).
 	TroubleBusy Trouble = "busy"
+	// TroubleOutage: the provider did not answer about the mail in a way
+	// that any mail would meet while the provider is down: no response
+	// (a connection that breaks or times out), an HTTP 5xx or 408 from
+	// Resend, a relay that closes or refuses the session. One alone may be
+	// the mail's own (a request too large for a timeout): it spends an
+	// attempt. Consecutive ones across replicas are an outage: they count
+	// towards the breaker like TroubleConfig, and from the second in a row
+	// the mail goes back to pending unspent (docs/design.md, "Provider
+	// outages").
+	TroubleOutage Trouble = "outage"
+	// TroubleInProgress: the provider still processes an earlier request
+	// with the mail's idempotency key (Resend's HTTP 409
+	// concurrent_idempotent_requests and resource_locked: "try the request
+	// again later", Resend API reference, "Errors"). The mail goes back to
+	// pending unspent for ProviderError.After, at least a second.
+	TroubleInProgress Trouble = "in_progress"
 )
 
 // ProviderError marks a failed send whose cause is a Trouble. Providers

@@ -163,7 +163,7 @@ func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result)
 		p.log.Info("mail not sent: its recipient is suppressed", j.logAttrs()...)
 		return &result{j: j, v: v}
 	}
-	if v, stale := p.rules.stale(&j.mail, time.Now()); stale {
+	if v, stale := p.rules.stale(&j.mail, time.Now(), p.primary().resumedAt()); stale {
 		p.flush(out)
 		p.log.Warn("mail not sent: its event is older than its max age", append(j.logAttrs(), "error", v.Record.Error)...)
 		return &result{j: j, v: v}
@@ -351,13 +351,17 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 
 // outcome applies what a call through g says about the provider to its
 // shared state (a rate limit or quota pauses it, a configuration failure
-// counts towards the breaker, a success past the configuration checks
-// resets it, a probe's verdict ends or keeps the pause) and decides about
-// the mail. A probe that met its provider's trouble again spends nothing.
+// or an outage counts towards the breaker, a success past the
+// configuration checks resets it, a probe's verdict ends or keeps the
+// pause) and decides about the mail. A probe that met its provider's
+// trouble again spends nothing; neither does a send that met the
+// provider's own failure (outageVerdict).
 func (p *Pool) outcome(g *gate, j *job, st store.Started, rp reply) verdict {
 	m, err, atCap := &j.mail, rp.err, rp.atCap
 	a := g.rules.attempt(m.Template, st.Sends, st.Ambiguous, time.Since(m.FirstAttemptAt))
+	a.Claims = m.Token
 	trouble, after := TroubleOf(err)
+	run := 0
 	switch {
 	case err == nil || provesConfig(err):
 		g.recovered(j.probe == g)
@@ -369,24 +373,54 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, rp reply) verdict {
 	case trouble == TroubleQuota:
 		p.metrics.Throttled.WithLabelValues(g.name).Inc()
 		g.pause(mailtype.PauseQuota, p.cfg.QuotaProbe, mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
-	case trouble == TroubleConfig && j.probe == g:
+	case (trouble == TroubleConfig || trouble == TroubleOutage) && j.probe == g:
 		p.log.Warn("probe failed: the provider stays paused", append(j.logAttrs(), "error", mailtype.Sanitize(err.Error(), p.cfg.Secrets...))...)
-	case trouble == TroubleConfig:
-		g.failure(mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
+	case trouble == TroubleConfig || trouble == TroubleOutage:
+		run = g.failure(trouble, mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
 	}
 	v := decide(err, rp.r, a)
 	switch {
-	case j.probe == g && trouble != "":
-		v = unspentVerdict(err, a, g.probeInterval(g.reason()))
+	case j.probe == g && trouble != "" && trouble != TroubleInProgress:
+		v = p.outageVerdict(g, err, a)
 	case atCap:
 		v = unspentVerdict(err, a, time.Second)
 		v.atCap = true
+	case providerWide(trouble, run, g) && (mailtype.ClassOf(err) != mailtype.Ambiguous || a.resendIsSafe()):
+		v = p.outageVerdict(g, err, a)
+	}
+	if v.Outcome == OutcomeUnanswered {
+		p.metrics.Unspent.WithLabelValues(g.name, string(trouble)).Inc()
 	}
 	v.refused = trouble == TroubleBusy
 	if g != p.primary() && !v.Record.Release {
 		v.Record.FailoverFrom = p.primary().name
 	}
 	return v
+}
+
+// providerWide reports whether a send's trouble is the provider's, not the
+// mail's: a configuration failure always; an outage when it is not the
+// only failure in a row (run, the consecutive failures across replicas
+// this one made; 0 when it was not counted) or the provider is paused.
+func providerWide(trouble Trouble, run int, g *gate) bool {
+	switch trouble {
+	case TroubleConfig:
+		return true
+	case TroubleOutage:
+		return run >= 2 || g.paused()
+	}
+	return false
+}
+
+// outageVerdict sends the mail back to pending unspent after a send that
+// met its provider's own failure (unansweredVerdict): due at the paused
+// provider's next probe, else after the mail's backoff.
+func (p *Pool) outageVerdict(g *gate, err error, a attempt) verdict {
+	retry := backoff.Delay(a.Claims, a.RetryBackoff, a.RetryBackoffMax)
+	if paused, _, until := g.pausedUntil(); paused {
+		retry = max(time.Until(until), p.cfg.PollInterval)
+	}
+	return unansweredVerdict(err, a, retry)
 }
 
 // provesConfig reports whether a failed send got past every configuration

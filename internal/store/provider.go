@@ -31,6 +31,9 @@ type ProviderState struct {
 	Failures int
 	// ProbeBy names the worker that took the last probe, "" for none.
 	ProbeBy string
+	// ResumedAt is when the last quota or breaker pause ended (a probe
+	// succeeded, an operator resumed the provider); zero when none did.
+	ResumedAt time.Time
 	// Now is the database's clock at the read.
 	Now time.Time
 }
@@ -66,7 +69,7 @@ const providerPaused = `(s.pause_reason IN ('quota', 'breaker') OR (s.pause_reas
 
 // providerCols is the RETURNING list scanned by scanProvider.
 const providerCols = `s.provider, COALESCE(s.pause_reason, ''), s.paused_until, s.paused_at, COALESCE(s.pause_error, ''),
-    s.failures, COALESCE(s.probe_by, ''), now()`
+    s.failures, COALESCE(s.probe_by, ''), s.resumed_at, now()`
 
 // slotsSQL hands out $2 send slots $3 apart from the provider's next free
 // slot, never earlier than now (so an idle provider earns no burst): the
@@ -171,20 +174,31 @@ func (s *Store) CountProviderFailure(ctx context.Context, provider string, thres
 }
 
 // probeSQL takes the probe of a quota or breaker pause whose probe time
-// came: the next one is pushed $2 away, so exactly one worker of the
+// came: the next one is pushed away, so exactly one worker of the
 // deployment probes per period (and a prober that dies is replaced after
-// it).
+// it). The period doubles as the pause ages: the time the pause has lasted,
+// at least ProbeFloor, at most $2 (a pause that began 3 s ago probes again
+// in 3 s: probes 1, 2, 4, 8 ... s after the pause began, then every $2).
 const probeSQL = `
-UPDATE provider_state s SET paused_until = now() + $2::interval, probe_by = $3, updated_at = now()
+UPDATE provider_state s SET
+    paused_until = now() + least($2::interval, greatest($4::interval, now() - COALESCE(s.paused_at, now()))),
+    probe_by = $3, updated_at = now()
 WHERE s.provider = $1 AND s.pause_reason IN ('quota', 'breaker') AND s.paused_until <= now()
 RETURNING ` + providerCols
 
+// ProbeFloor is the least time between two probes of a paused provider,
+// and the delay of the first probe after the breaker opens: a relay that
+// restarts in a few seconds is found working again about a second after
+// it is back.
+const ProbeFloor = time.Second
+
 // TakeProbe takes the provider's probe for worker when its time came:
 // won is true for exactly one caller per probe period, which then sends
-// one mail; the next probe is due after next. The state is returned either
-// way.
+// one mail; the next probe is due after as long as the pause has lasted,
+// within [min(ProbeFloor, next), next] (probeSQL). The state is returned
+// either way.
 func (s *Store) TakeProbe(ctx context.Context, provider, worker string, next time.Duration) (st ProviderState, won bool, err error) {
-	err = scanProvider(s.pool.QueryRow(ctx, probeSQL, provider, next, worker), &st, nil)
+	err = scanProvider(s.pool.QueryRow(ctx, probeSQL, provider, next, worker, min(ProbeFloor, next)), &st, nil)
 	switch {
 	case err == nil:
 		return st, true, nil
@@ -197,9 +211,11 @@ func (s *Store) TakeProbe(ctx context.Context, provider, worker string, next tim
 
 // recoverSQL records that the provider works: the failures are forgotten
 // and an open breaker closes; with $2 (a probe succeeded, an operator
-// resumed it) every pause ends.
+// resumed it) every pause ends. The end of a quota or breaker pause is
+// resumed_at.
 const recoverSQL = `
 UPDATE provider_state s SET failures = 0,
+    resumed_at = CASE WHEN s.pause_reason = 'breaker' OR ($2 AND s.pause_reason = 'quota') THEN now() ELSE s.resumed_at END,
     paused_until = CASE WHEN $2 OR s.pause_reason = 'breaker' THEN NULL ELSE s.paused_until END,
     pause_error = CASE WHEN $2 OR s.pause_reason = 'breaker' THEN NULL ELSE s.pause_error END,
     paused_at = CASE WHEN $2 OR s.pause_reason = 'breaker' THEN NULL ELSE s.paused_at END,
@@ -272,9 +288,9 @@ func (s *Store) updateProvider(ctx context.Context, provider string, run func() 
 // scanProvider scans providerCols into st, after first when set and
 // followed by extra.
 func scanProvider(r pgx.Row, st *ProviderState, first **time.Time, extra ...any) error {
-	var until, at *time.Time
+	var until, at, resumed *time.Time
 	var reason string
-	dest := []any{&st.Provider, &reason, &until, &at, &st.Error, &st.Failures, &st.ProbeBy, &st.Now}
+	dest := []any{&st.Provider, &reason, &until, &at, &st.Error, &st.Failures, &st.ProbeBy, &resumed, &st.Now}
 	if first != nil {
 		dest = append([]any{first}, dest...)
 	}
@@ -282,7 +298,7 @@ func scanProvider(r pgx.Row, st *ProviderState, first **time.Time, extra ...any)
 		return err
 	}
 	st.Reason = mailtype.PauseReason(reason)
-	st.PausedUntil, st.PausedAt = deref(until), deref(at)
+	st.PausedUntil, st.PausedAt, st.ResumedAt = deref(until), deref(at), deref(resumed)
 	return nil
 }
 

@@ -45,11 +45,15 @@ type Outcome struct {
 	// that made this attempt (sender.fallback_provider); it goes to the
 	// feedback event (data.failover_from).
 	FailoverFrom string
-	// Release ends a claim that never handed the mail to the provider: the
-	// row goes back to Status (pending, due after RetryAfter; failed for a
-	// mail found stale before its send) or, with a cancel requested, to
-	// IfCancelRequested (cancelled), and keeps the provider of its earlier
-	// sends, and their last error unless this outcome has one.
+	// Release ends a claim whose send is not counted in the row's sends:
+	// one that never handed the mail to the provider, or whose provider
+	// failed on its own account (an outage, an unanswered request under a
+	// live idempotency key). The row goes back to Status (pending, due
+	// after RetryAfter; failed for a mail found stale before its send) or,
+	// with a cancel requested, to IfCancelRequested (cancelled), and keeps
+	// the provider of its earlier sends unless Provider is set (a release
+	// that counts an ambiguous outcome names the provider that may have
+	// the mail), and their last error unless this outcome has one.
 	Release bool
 	// Ambiguous counts this attempt as an ambiguous outcome (the row's
 	// ambiguous column grows by one; sender.ambiguous_retries reads it).
@@ -116,7 +120,7 @@ UPDATE mail m SET
     sent_at = CASE WHEN x.next = 'sent' THEN now() ELSE m.sent_at END,
     locked_until = NULL,
     locked_by = NULL,
-    provider = CASE WHEN o.release THEN m.provider ELSE NULLIF(o.provider, '') END,
+    provider = CASE WHEN o.release AND o.provider = '' THEN m.provider ELSE NULLIF(o.provider, '') END,
     provider_message_id = COALESCE(NULLIF(o.pmid, ''), m.provider_message_id),
     last_error = CASE WHEN o.release AND o.last_error = '' THEN m.last_error ELSE NULLIF(o.last_error, '') END,
     last_error_class = CASE WHEN o.release AND o.last_error = '' THEN m.last_error_class ELSE NULLIF(o.class, '') END,
@@ -259,7 +263,7 @@ func applyFinished(as []Attempt, got map[Fence]finishedRow, res []AttemptResult)
 		if o.TraceContext != "" {
 			fb.TraceContext = o.TraceContext
 		}
-		if o.Release {
+		if o.Release && !o.Ambiguous {
 			fb.Provider, fb.FailoverFrom = "", ""
 		}
 		if r.status != mailtype.StatusSent {

@@ -24,6 +24,9 @@ const (
 	// errConcurrentIdempotentRequests: a request with the key is in
 	// progress; retrying later is safe.
 	errConcurrentIdempotentRequests = "concurrent_idempotent_requests"
+	// errResourceLocked: HTTP 409, the resource is locked by a request in
+	// progress; "retry after a short delay".
+	errResourceLocked = "resource_locked"
 	// errDailyQuota and errMonthlyQuota: HTTP 429 when the account's daily
 	// or monthly sending quota is used up (Resend API reference, "Errors";
 	// "Usage Limits"); waiting for Retry-After does not help.
@@ -98,15 +101,20 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 // was used already, so an earlier attempt reached Resend and may have been
 // sent; every attempt sends identical bytes, so this is a key collision or
 // a payload changed by hand: the mail ends unknown, for reconciliation,
-// never failed and never retried under a new key); a concurrent request with the key, 408, 5xx,
-// 401 and 403 are transient; other 4xx are permanent (validation). Every
-// answered call's error carries its HTTP status and error name as detail.
+// never failed and never retried under a new key); a request with the key
+// still in progress (409 concurrent_idempotent_requests, resource_locked),
+// 408, 5xx, 401 and 403 are transient; other 4xx are permanent
+// (validation). Every answered call's error carries its HTTP status and
+// error name as detail.
 //
 // Failures that say nothing about the mail are marked for the pool
 // (*sender.ProviderError): a 429 rate_limit_exceeded pauses Resend for its
 // Retry-After, a 429 daily_quota_exceeded or monthly_quota_exceeded pauses
 // it until a probe succeeds, a 401 or 403 (the API key) and a refused
-// connection or unknown host (resend.base_url) count towards the breaker.
+// connection or unknown host (resend.base_url) count towards the breaker
+// as configuration failures, no response and a 5xx or 408 as an outage
+// (sender.TroubleOutage), and a 409 of a request in progress waits
+// inProgressRetry (sender.TroubleInProgress).
 // Every answer that created no email (401, 403, 429), and a failure before
 // the request was written, is Reroutable: another provider may take the
 // mail.
@@ -120,15 +128,20 @@ func classify(ctx context.Context, e *exchange, msg string) error {
 		reason = mailtype.ReasonTimeout
 	}
 	if e.wrote.Load() {
-		return mailtype.NewError(mailtype.Ambiguous, reason, err)
+		return &sender.ProviderError{Trouble: sender.TroubleOutage, Err: mailtype.NewError(mailtype.Ambiguous, reason, err)}
 	}
 	me := mailtype.NewError(mailtype.Transient, reason, err)
 	me.Reroutable = true
 	if refused(e.transport) {
 		return &sender.ProviderError{Trouble: sender.TroubleConfig, Err: me}
 	}
-	return me
+	return &sender.ProviderError{Trouble: sender.TroubleOutage, Err: me}
 }
+
+// inProgressRetry is how long a mail waits after a 409 that says an
+// earlier request with its key is still in progress ("try the request
+// again later"; Resend names no delay).
+const inProgressRetry = 2 * time.Second
 
 // refused reports a connection refused or a host name that does not
 // resolve: the API cannot be reached at resend.base_url at all.
@@ -156,12 +169,13 @@ func classifyStatus(e *exchange, err error) error {
 	case s == http.StatusTooManyRequests:
 		return &sender.ProviderError{Trouble: sender.TroubleRateLimited, After: retryAfter(e.header, time.Now()),
 			Err: unsent(mailtype.Transient, mailtype.ReasonRateLimited)}
-	case s == http.StatusConflict && e.errName == errConcurrentIdempotentRequests:
-		return detailed(mailtype.Transient, mailtype.ReasonDeferred)
+	case s == http.StatusConflict && (e.errName == errConcurrentIdempotentRequests || e.errName == errResourceLocked):
+		return &sender.ProviderError{Trouble: sender.TroubleInProgress, After: inProgressRetry,
+			Err: detailed(mailtype.Transient, mailtype.ReasonDeferred)}
 	case s == http.StatusConflict:
 		return detailed(mailtype.Ambiguous, mailtype.ReasonIdempotencyReuse)
 	case s >= 500 || s == http.StatusRequestTimeout:
-		return detailed(mailtype.Transient, mailtype.ReasonServerError)
+		return &sender.ProviderError{Trouble: sender.TroubleOutage, Err: detailed(mailtype.Transient, mailtype.ReasonServerError)}
 	case s == http.StatusUnauthorized || s == http.StatusForbidden:
 		return &sender.ProviderError{Trouble: sender.TroubleConfig, Err: unsent(mailtype.Transient, mailtype.ReasonAuth)}
 	}

@@ -113,8 +113,11 @@ func TestTroubles(t *testing.T) {
 		{"403 invalid_api_key", resendtest.Error(403, "invalid_api_key"), sender.TroubleConfig, true},
 		{"401", resendtest.Error(401, "missing_api_key"), sender.TroubleConfig, true},
 		{"422 is the mail's", resendtest.Invalid(), "", false},
-		{"500 may have created it", resendtest.ServerError(), "", false},
-		{"lost response", resendtest.LoseResponse(), "", false},
+		{"500 is an outage", resendtest.ServerError(), sender.TroubleOutage, false},
+		{"lost response is an outage", resendtest.LoseResponse(), sender.TroubleOutage, false},
+		{"409 concurrent_idempotent_requests is in progress", resendtest.Error(409, "concurrent_idempotent_requests"), sender.TroubleInProgress, false},
+		{"409 resource_locked is in progress", resendtest.Error(409, "resource_locked"), sender.TroubleInProgress, false},
+		{"409 invalid_idempotent_request is the mail's", resendtest.Error(409, "invalid_idempotent_request"), "", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -19,12 +19,15 @@ import (
 // reply came: the connection broke or the deadline cut it). Rules
 // (docs/design.md, "Error classes"):
 //   - a reply code: 4xx (421 and 450/451/452 included) is transient, 5xx
-//     permanent, in any phase;
+//     permanent, in any phase; a 4xx may say more (replyMeaning: the
+//     relay's rate limit or quota, greylisting, a 421 closing the
+//     channel);
 //   - no reply after the whole message was written (the final dot's
 //     reply) is ambiguous: the server may have taken the mail;
 //   - no reply in any earlier phase (MAIL, RCPT, DATA command, writing the
 //     content before the final dot) is transient: the server cannot have
 //     taken a mail whose data did not end;
+//   - no reply at all is the relay's trouble as well (an outage);
 //   - a message without a usable envelope address is permanent.
 func classifySend(ctx context.Context, err error) error {
 	var te *txError
@@ -35,13 +38,22 @@ func classifySend(ctx context.Context, err error) error {
 	case te.step == stepEnvelope:
 		return mailtype.NewError(mailtype.Permanent, mailtype.ReasonInvalidAddress, err)
 	case te.code == 0 && te.step == stepDot:
-		return mailtype.NewError(mailtype.Ambiguous, noReplyReason(ctx), err)
+		return outage(mailtype.NewError(mailtype.Ambiguous, noReplyReason(ctx), err))
 	case te.code == 0:
-		return mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err)
+		return outage(mailtype.NewError(mailtype.Transient, noReplyReason(ctx), err))
 	}
 	e := byReplyCode(te.code, sendDetail(te), err)
 	e.Reroutable = beforeData(te.step, te.code)
+	if te.code < 500 {
+		return replyMeaning(e, te.step, te.code, te.text)
+	}
 	return e
+}
+
+// outage marks e as a failure any mail would meet while the relay is down
+// or going away (sender.TroubleOutage): no reply, a broken connection.
+func outage(e *mailtype.Error) error {
+	return &sender.ProviderError{Trouble: sender.TroubleOutage, Err: e}
 }
 
 // beforeData reports whether a reply refused a transaction before any of

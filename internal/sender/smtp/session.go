@@ -113,7 +113,7 @@ func (s *session) dial(ctx context.Context) error {
 		if unreachable(err) {
 			return configError(e)
 		}
-		return e
+		return outage(e) // a timeout, an unreachable network: the relay is not there
 	}
 	stop := context.AfterFunc(ctx, func() { _ = raw.Close() })
 	defer stop()
@@ -194,7 +194,10 @@ func greetingError(e *mailtype.Error) error {
 	if c := e.Detail.SMTPCode; c >= 400 && c < 500 {
 		return &sender.ProviderError{Trouble: sender.TroubleBusy, Err: e}
 	}
-	return tlsTrouble(e)
+	if e.Reason == mailtype.ReasonTLS {
+		return configError(e)
+	}
+	return outage(e) // no greeting, or a 5xx one: no mail gets through
 }
 
 // tlsTrouble makes a failure that tlsconfig.Explain recognised as TLS
