@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 func smtpAttempt(sends int, policy mailtype.AmbiguousPolicy) attempt {
@@ -158,4 +159,66 @@ func TestDecideKeepsProviderDetail(t *testing.T) {
 	}
 	require.True(t, decide(nil, Receipt{}, smtpAttempt(1, mailtype.PolicyRetry)).Record.Detail.IsZero())
 	require.True(t, decide(errLeaseExpired, Receipt{}, smtpAttempt(3, mailtype.PolicyRetry)).Record.Detail.IsZero())
+}
+
+// TestUnansweredInsideTheKeyWindow: a Resend request that got no answer
+// (sender.TroubleOutage) is sent again unspent while the key lives,
+// counted as ambiguous when it was written, whatever the attempts spent;
+// once the key is about to expire it ends unknown as before.
+func TestUnansweredInsideTheKeyWindow(t *testing.T) {
+	t.Parallel()
+	lost := &ProviderError{Trouble: TroubleOutage, Err: mailtype.NewError(mailtype.Ambiguous, mailtype.ReasonConnect, errors.New("EOF"))}
+	unsent := &ProviderError{Trouble: TroubleOutage, Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonServerError, errors.New("500"))}
+
+	v := decide(lost, Receipt{}, withAmbiguous(resendAttempt(3, 22*time.Hour), 7))
+	require.Equal(t, OutcomeUnanswered, v.Outcome)
+	require.True(t, v.Record.Release, "unspent")
+	require.True(t, v.Record.Ambiguous, "the request was written: it may have been sent")
+	require.Equal(t, "resend", v.Record.Provider, "a resend goes to the provider that may have it")
+	require.Equal(t, mailtype.StatusPending, v.Record.Status)
+	require.Equal(t, mailtype.StatusUnknown, v.Record.IfCancelRequested)
+	require.Equal(t, "EOF", v.Record.Error, "the reason is not repeated in the message")
+
+	v = decide(unsent, Receipt{}, resendAttempt(3, time.Hour))
+	require.Equal(t, OutcomeUnanswered, v.Outcome)
+	require.False(t, v.Record.Ambiguous)
+	require.Equal(t, mailtype.StatusCancelled, v.Record.IfCancelRequested)
+
+	v = decide(lost, Receipt{}, resendAttempt(1, 23*time.Hour+time.Minute))
+	require.Equal(t, mailtype.StatusUnknown, v.Record.Status, "the key is about to expire: no safe resend")
+	require.False(t, v.Record.Release)
+
+	v = decide(unsent, Receipt{}, resendAttempt(3, 23*time.Hour+time.Minute))
+	require.Equal(t, mailtype.StatusFailed, v.Record.Status, "past the window a 5xx spends, and exhausts")
+
+	inProgress := &ProviderError{Trouble: TroubleInProgress, After: 2 * time.Second,
+		Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("409"))}
+	v = decide(inProgress, Receipt{}, resendAttempt(3, time.Hour))
+	require.True(t, v.Record.Release)
+	require.Equal(t, 2*time.Second, v.Record.RetryAfter)
+}
+
+// TestStaleCountsFromTheProviderResuming: a mail whose event was fresh
+// when its provider came back from an outage is sent, not failed stale,
+// while that recovery is at most a max age ago.
+func TestStaleCountsFromTheProviderResuming(t *testing.T) {
+	t.Parallel()
+	r := rules{cfg: Config{MaxEventAge: 20 * time.Second}}
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	m := &store.ClaimedMail{OccurredAt: t0}
+	for _, c := range []struct {
+		name         string
+		now, resumed time.Time
+		stale        bool
+	}{
+		{"young", t0.Add(10 * time.Second), time.Time{}, false},
+		{"old, no outage", t0.Add(30 * time.Second), time.Time{}, true},
+		{"fresh when the relay came back", t0.Add(30 * time.Second), t0.Add(15 * time.Second), false},
+		{"already stale when it came back", t0.Add(30 * time.Second), t0.Add(25 * time.Second), true},
+		{"the recovery came before the event", t0.Add(30 * time.Second), t0.Add(-time.Second), true},
+		{"the recovery is over a max age ago", t0.Add(40 * time.Second), t0.Add(15 * time.Second), true},
+	} {
+		_, stale := r.stale(m, c.now, c.resumed)
+		require.Equal(t, c.stale, stale, c.name)
+	}
 }

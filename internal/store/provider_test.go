@@ -204,3 +204,35 @@ func TestProviderStatementsInEveryExecMode(t *testing.T) {
 		})
 	}
 }
+
+// TestProbesDoubleAsThePauseAges: the next probe of an open breaker comes
+// after as long as the pause has lasted, at least ProbeFloor, at most the
+// interval asked for; the pause's end is resumed_at.
+func TestProbesDoubleAsThePauseAges(t *testing.T) {
+	t.Parallel()
+	sc := storetest.New(t)
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		lasted, next, want time.Duration
+	}{
+		{0, 30 * time.Second, store.ProbeFloor},
+		{5 * time.Second, 30 * time.Second, 5 * time.Second},
+		{time.Hour, 30 * time.Second, 30 * time.Second},
+		{time.Hour, 200 * time.Millisecond, 200 * time.Millisecond},
+	} {
+		sc.Exec(t, `UPDATE provider_state SET pause_reason = 'breaker', paused_at = now() - $1::interval,
+			paused_until = now() - interval '1 ms' WHERE provider = 'smtp'`, c.lasted)
+		st, won, err := sc.Store.TakeProbe(ctx, "smtp", "w", c.next)
+		require.NoError(t, err)
+		require.True(t, won)
+		// The pause's age is read in this statement's transaction, a moment
+		// after the UPDATE above set it.
+		got := st.PausedUntil.Sub(st.Now)
+		require.GreaterOrEqual(t, got, c.want, "paused for %s, probing at most every %s", c.lasted, c.next)
+		require.Less(t, got, c.want+500*time.Millisecond, "paused for %s, probing at most every %s", c.lasted, c.next)
+	}
+	st, err := sc.Store.ProviderRecovered(ctx, "smtp", true)
+	require.NoError(t, err)
+	require.False(t, st.Paused())
+	require.Equal(t, st.Now, st.ResumedAt, "the breaker's end is recorded")
+}

@@ -43,6 +43,7 @@ type Fault struct {
 	retryAfter int
 	quota      bool
 	lose       bool
+	drop       bool
 	hold       <-chan struct{}
 }
 
@@ -79,6 +80,11 @@ func Error(status int, name string) Fault { return Fault{status: status, name: n
 // LoseResponse sends the mail, remembers the key with its response, then
 // closes the connection without answering.
 func LoseResponse() Fault { return Fault{lose: true} }
+
+// Drop closes the connection after reading the request, sending nothing
+// and forgetting the key: an outage in front of the API (a load balancer
+// that resets connections), which the client sees as EOF.
+func Drop() Fault { return Fault{drop: true} }
 
 // Hold sends the mail only after release is closed, keeping the request
 // (and its key) in progress until then.
@@ -302,6 +308,12 @@ func (s *Server) process(c *call, body []byte, headers map[string]string, f Faul
 		s.fault(c, f)
 		return
 	}
+	if f.drop {
+		s.forget(c.key)
+		s.record(c, 0, false)
+		s.hangUp(c)
+		return
+	}
 	if f.hold != nil {
 		<-f.hold
 	}
@@ -315,15 +327,21 @@ func (s *Server) process(c *call, body []byte, headers map[string]string, f Faul
 	s.mu.Unlock()
 	if f.lose {
 		s.record(c, 0, false)
-		if hj, ok := c.w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				_ = conn.Close()
-				return
-			}
-		}
-		panic(http.ErrAbortHandler)
+		s.hangUp(c)
+		return
 	}
 	s.answer(c, http.StatusOK, resp, false)
+}
+
+// hangUp closes c's connection without an answer.
+func (s *Server) hangUp(c *call) {
+	if hj, ok := c.w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // fault answers an injected error status: nothing is sent and the key is
