@@ -214,7 +214,7 @@ func feedbackBody(t *testing.T, eventType string, change func(data map[string]an
 		"order_id": "42", "template": "order_confirmed", "status": "failed", "attempts": 1,
 		"provider": "smtp", "provider_message_id": "", "revision": 1,
 		"source_event_id": "0192f4c4-8d3e-7b4a-9c1d-2e5f6a7b8c9d",
-		"error_class":     "permanent", "error_reason": "rejected", "error": "rejected (permanent): 550 5.1.1 <address>",
+		"error_class":     "permanent", "error_reason": "rejected", "error": "550 5.1.1 <address>",
 		"provider_detail": map[string]any{"smtp_code": 550, "smtp_enhanced_code": "5.1.1"},
 	}
 	if change != nil {

@@ -221,4 +221,16 @@ func TestStaleCountsFromTheProviderResuming(t *testing.T) {
 		_, stale := r.stale(m, c.now, c.resumed)
 		require.Equal(t, c.stale, stale, c.name)
 	}
+	r.cfg.BreakerProbe = 10 * time.Second
+	_, stale := r.stale(m, t0.Add(30*time.Second), t0.Add(25*time.Second))
+	require.False(t, stale, "the relay may have been back a probe interval before the probe found it")
+
+	// An ambiguous earlier send under a live key is sent again (a replay):
+	// failing it stale would leave it unknown.
+	r = rules{cfg: Config{MaxEventAge: 20 * time.Second}, window: 24 * time.Hour}
+	amb := &store.ClaimedMail{OccurredAt: t0, FirstAttemptAt: t0, Ambiguous: 1}
+	_, stale = r.stale(amb, t0.Add(time.Hour), time.Time{})
+	require.False(t, stale)
+	_, stale = r.stale(amb, t0.Add(23*time.Hour+time.Minute), time.Time{})
+	require.True(t, stale, "past the window no resend is safe")
 }

@@ -144,13 +144,19 @@ func TestGreylistedRecipientWaitsWithoutPausingTheRelay(t *testing.T) {
 	cfg := outageConfig()
 	cfg.Workers = 1
 	_, m := b.start(t, cfg, sender.Deps{})
-	b.waitRow(t, first, mailtype.StatusPending, 1)
+	// A claim can be released unspent before its send (the pool's first
+	// read of the providers' state): wait for the greylisting itself.
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'pending' AND sends = 1`, first) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 	second := b.insert(t, "2")
-	b.waitRow(t, second, mailtype.StatusSent, 1)
+	require.Eventually(t, func() bool {
+		return b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND status = 'sent' AND sends = 1`, second) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE id = $1 AND sends = 1
-		AND send_after > now() + interval '4 minutes' AND last_error LIKE 'deferred: %Greylisted'`, first),
-		"%v", b.sc.QueryMap(t, `SELECT id::text, sends || ' ' || (send_after - now())::text || ' ' || last_error FROM mail`))
+		AND send_after > now() + interval '4 minutes' AND last_error LIKE 'deferred: smtp rcpt to: 450 %Greylisted%'`, first),
+		"%v", b.sc.QueryMap(t, `SELECT id::text, sends || ' ' || (send_after - now())::text || ' ' || COALESCE(last_error, '') FROM mail`))
 	require.EqualValues(t, 0, value(m.Throttled.WithLabelValues("smtp")))
 	require.EqualValues(t, 0, gauge(m.Paused.WithLabelValues("smtp", string(mailtype.PauseRateLimited))))
 	require.Equal(t, 1, b.srv.Count())

@@ -63,14 +63,23 @@ func (r rules) maxAge(template string) time.Duration {
 // than its max age at now, before any send: it is not handed to the
 // provider (docs/contract.md, "Input", stale events). It is no attempt: nothing is
 // spent or counted in mailsvc_send_attempts_total. ok is false for a mail still
-// young enough, and for one that was still young enough when its provider
-// came back from an outage (resumed, the end of its last quota or breaker
-// pause; zero for none) no longer than a max age ago: the outage, not the
-// mail, made it wait, and the backlog it left drains within a max age.
+// young enough; for one that was still young enough when its provider came
+// back from an outage (resumed, the end of its last quota or breaker pause;
+// zero for none; the provider may have been back for up to a probe
+// interval before a probe found it) no longer than a max age ago: the
+// outage, not the mail, made it wait; and for one whose earlier send may
+// have reached a provider whose idempotency key still holds it: the same
+// request again is how mailsvc learns the truth, where failing it stale
+// would leave it unknown.
 func (r rules) stale(m *store.ClaimedMail, now, resumed time.Time) (verdict, bool) {
 	limit := r.maxAge(m.Template)
 	age := now.Sub(m.OccurredAt)
-	if limit <= 0 || m.OccurredAt.IsZero() || age <= limit || freshAtRecovery(m.OccurredAt, resumed, now, limit) {
+	switch {
+	case limit <= 0 || m.OccurredAt.IsZero() || age <= limit:
+		return verdict{}, false
+	case freshAtRecovery(m.OccurredAt, resumed, now, limit, r.cfg.BreakerProbe):
+		return verdict{}, false
+	case m.Ambiguous > 0 && r.window > 0 && now.Sub(m.FirstAttemptAt) < r.window-IdempotencyMargin:
 		return verdict{}, false
 	}
 	msg := fmt.Sprintf("event occurred at %s, %s ago, older than the max event age %s; not sent",
@@ -97,7 +106,8 @@ func suppressed(m *store.ClaimedMail) (verdict, bool) {
 }
 
 // freshAtRecovery reports whether an event that occurred at occurred was at
-// most limit old when its provider resumed, within limit before now.
-func freshAtRecovery(occurred, resumed, now time.Time, limit time.Duration) bool {
-	return !resumed.IsZero() && !resumed.Before(occurred) && resumed.Sub(occurred) <= limit && now.Sub(resumed) <= limit
+// most limit old when its provider came back (at most probe before
+// resumed), within limit before now.
+func freshAtRecovery(occurred, resumed, now time.Time, limit, probe time.Duration) bool {
+	return !resumed.IsZero() && !resumed.Before(occurred) && resumed.Sub(occurred) <= limit+probe && now.Sub(resumed) <= limit
 }

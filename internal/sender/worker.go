@@ -425,12 +425,16 @@ func (p *Pool) outageVerdict(g *gate, err error, a attempt) verdict {
 
 // provesConfig reports whether a failed send got past every configuration
 // check of its provider (connection, TLS, authentication, API key): the
-// provider answered about the mail itself, or may have taken it.
+// provider answered about the mail itself, or may have taken it. A failure
+// that is the provider's own trouble (an outage included: no answer, even
+// after the request was written) proves nothing.
 func provesConfig(err error) bool {
+	if t, _ := TroubleOf(err); t != "" {
+		return false
+	}
 	switch mailtype.ReasonOf(err) {
 	case mailtype.ReasonDeferred, mailtype.ReasonRejected, mailtype.ReasonInvalidAddress, mailtype.ReasonServerError:
-		t, _ := TroubleOf(err)
-		return t == ""
+		return true
 	}
 	return mailtype.ClassOf(err) == mailtype.Ambiguous
 }

@@ -129,6 +129,10 @@ type Server struct {
 	window   time.Duration
 	accepted []time.Time // arrivals of requests inside the current window, oldest first
 	keys     map[string]*entry
+	// outage is the faults every request meets in turn while down;
+	// outageN counts the requests it failed.
+	outage   []Fault
+	outageN  int
 	faults   []Fault
 	sent     []Email
 	requests []Request
@@ -166,6 +170,25 @@ func (s *Server) Inject(faults ...Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = append(s.faults, faults...)
+}
+
+// Down starts an outage: every request from now on meets the next of
+// faults in turn (Drop, ServerError, Error(503, ...)), until Up. Injected
+// faults wait.
+func (s *Server) Down(faults ...Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outage, s.outageN = faults, 0
+}
+
+// Up ends the outage Down started and returns how many requests it
+// failed.
+func (s *Server) Up() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.outageN
+	s.outage, s.outageN = nil, 0
+	return n
 }
 
 // Sent returns the mails sent so far.
@@ -296,7 +319,11 @@ func (s *Server) handle(c *call, body []byte, headers map[string]string) {
 		s.keys[c.key] = &entry{hash: hash, at: time.Now(), inFlight: true}
 	}
 	var f Fault
-	if len(s.faults) > 0 {
+	switch {
+	case len(s.outage) > 0:
+		f = s.outage[s.outageN%len(s.outage)]
+		s.outageN++
+	case len(s.faults) > 0:
 		f, s.faults = s.faults[0], s.faults[1:]
 	}
 	s.mu.Unlock()
