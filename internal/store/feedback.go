@@ -43,6 +43,11 @@ type Feedback struct {
 	// that took the mail (sender.fallback_provider), published as
 	// data.failover_from; "" (the key left out) otherwise.
 	FailoverFrom string
+	// ReconciledBy is ReconciledByEvidence on the events of an `unknown`
+	// mail that a provider's report settled (its EmailSent and the
+	// report's own event), published as data.reconciled_by; "" (the key
+	// left out) otherwise.
+	ReconciledBy string
 	// TraceContext is the stored trace context (tracing.Encode) of the
 	// span that wrote the event, written to outbox.trace_context: the
 	// relay's publish span continues it. "" (NULL) for none.
@@ -99,6 +104,7 @@ type feedbackData struct {
 	// ProviderEvent is nil, and the key left out, but for provider feedback.
 	ProviderEvent *ProviderEvent `json:"provider_event,omitempty"`
 	FailoverFrom  string         `json:"failover_from,omitempty"`
+	ReconciledBy  string         `json:"reconciled_by,omitempty"`
 }
 
 // insertOutboxSQL takes the payload ($7) as text: in the exec and
@@ -141,7 +147,7 @@ func outboxRowOf(f Feedback) (outboxRow, error) {
 			OrderID: f.OrderID, Revision: revisionOr1(f.Revision), Template: f.Template, Status: string(f.Status), Attempts: f.Attempts,
 			Provider: f.Provider, ProviderMessageID: f.ProviderMessageID, SourceEventID: f.SourceEventID,
 			ErrorClass: string(f.ErrorClass), ErrorReason: string(f.ErrorReason), Error: f.Error,
-			ProviderEvent: f.ProviderEvent, FailoverFrom: f.FailoverFrom,
+			ProviderEvent: f.ProviderEvent, FailoverFrom: f.FailoverFrom, ReconciledBy: f.ReconciledBy,
 		},
 	}
 	if !f.Detail.IsZero() {

@@ -87,6 +87,11 @@ type Webhook struct {
 	// MailID, when set, names the mail by its id instead of EmailID: a
 	// delivery status notification to its VERP address (internal/bounce).
 	MailID int64
+	// MailTag is the value of the mail's mailtype.ReportTagName tag that
+	// the report carries back (Resend: data.tags), "" for none. It names a
+	// mail only when EmailID names none: one whose email id mailsvc never
+	// got, an `unknown` mail (mailsOfTag).
+	MailTag string
 }
 
 // suppresses reports whether w puts addresses on the suppression list,
@@ -113,8 +118,11 @@ type WebhookResult struct {
 	// was changed.
 	Duplicate bool
 	// Matched counts the mails the webhook names (provider and
-	// provider_message_id).
+	// provider_message_id, a VERP mail id, or a report tag).
 	Matched int
+	// Reconciled counts the `unknown` mails the webhook settled
+	// (reconciliation by provider evidence).
+	Reconciled int
 	// Suppressed counts the addresses this webhook added to the list.
 	Suppressed int
 	// Events are the feedback events written, in order.
@@ -155,6 +163,9 @@ type webhookMail struct {
 	// to is the recipient the mail was sent to, as stored: a bounce or a
 	// complaint suppresses it too, whatever spelling the provider reports.
 	to string
+	// early is true for a mail named by its report tag whose outcome is
+	// not written yet (mailsOfTag): the report is asked again later.
+	early bool
 }
 
 // RecordWebhook records w in one transaction, once per (provider, id): a
@@ -200,6 +211,9 @@ func (s *Store) RecordWebhook(ctx context.Context, w Webhook) (WebhookResult, er
 		}
 		for _, f := range fbs {
 			res.Events = append(res.Events, f.Type)
+			if f.Type == mailtype.EmailSent {
+				res.Reconciled++
+			}
 		}
 		return s.insertFeedbacks(ctx, tx, fbs)
 	})
@@ -219,14 +233,24 @@ var ErrReportTooEarly = errors.New("the mail's send is still being recorded: sen
 // is still sending.
 func reportedTooEarly(mails []webhookMail) error {
 	for _, m := range mails {
-		if m.fb.Status == mailtype.StatusSending {
+		if m.fb.Status == mailtype.StatusSending || m.early {
 			return mailtype.NewError(mailtype.Transient, mailtype.ReasonDatabase, ErrReportTooEarly)
 		}
 	}
 	return nil
 }
 
+// mailsOfMessage locks the mails w names: by its VERP mail id, by the
+// provider's message id, or, when that names none, by its report tag.
 func mailsOfMessage(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, error) {
+	mails, err := mailsOfID(ctx, tx, w)
+	if err != nil || len(mails) > 0 || w.MailID != 0 || w.MailTag == "" {
+		return mails, err
+	}
+	return mailsOfTag(ctx, tx, w)
+}
+
+func mailsOfID(ctx context.Context, tx pgx.Tx, w Webhook) ([]webhookMail, error) {
 	sql, args := mailsOfMessageSQL, []any{w.Provider, w.EmailID}
 	if w.MailID != 0 {
 		sql, args = mailOfIDSQL, []any{w.MailID, w.Provider}
@@ -318,6 +342,13 @@ func webhookFeedback(ctx context.Context, tx pgx.Tx, w Webhook, mails []webhookM
 	}
 	var out []Feedback
 	for _, m := range mails {
+		sent, settled, err := settleUnknown(ctx, tx, w, pe, &m)
+		if err != nil {
+			return nil, err
+		}
+		if settled {
+			out = append(out, sent)
+		}
 		f, publish, err := applyWebhook(ctx, tx, w, m)
 		if err != nil {
 			return nil, err
@@ -363,7 +394,9 @@ func applyWebhook(ctx context.Context, tx pgx.Tx, w Webhook, m webhookMail) (Fee
 			f.Status = mailtype.StatusFailed
 		}
 		f.Type = mailtype.EmailBounced
-		return f, true, err
+		// Each bounce of a sent or failed mail publishes; a report that
+		// settled nothing about an unknown mail (not evidence) does not.
+		return f, f.Status == mailtype.StatusSent || f.Status == mailtype.StatusFailed, err
 	case EffectFailed, EffectSuppressed:
 		failed, err := failSent(ctx, tx, m, w.Reason)
 		f.Type, f.Status, f.ErrorClass = mailtype.EmailFailed, mailtype.StatusFailed, mailtype.Permanent
