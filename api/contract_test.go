@@ -303,9 +303,21 @@ func TestValidateFeedback(t *testing.T) {
 		{"only a bounce has a bounce type", "EmailComplained", providerEvent("email.complained", map[string]any{"bounce_type": "permanent"}), []string{
 			"data.provider_event.bounce_type: is not allowed",
 		}},
-		{"an outcome event carries no provider event", "EmailSent", func(d map[string]any) {
+		{"an EmailSent carries a provider event only when reconciled by it", "EmailSent", func(d map[string]any) {
 			providerEvent("email.delivered", nil)(d)
-		}, []string{"data.provider_event: is not allowed"}},
+		}, []string{"data: properties 'reconciled_by' required, if 'provider_event' exists"}},
+		{"an EmailSent reconciled by provider evidence carries the report", "EmailSent", func(d map[string]any) {
+			providerEvent("email.delivered", nil)(d)
+			d["reconciled_by"] = "provider_evidence"
+		}, nil},
+		{"an EmailCancelTooLate is never reconciled", "EmailCancelTooLate", func(d map[string]any) {
+			d["status"] = "sent"
+			d["reconciled_by"] = "provider_evidence"
+		}, []string{"data.reconciled_by: is not allowed"}},
+		{"reconciled_by names provider evidence", "EmailDelivered", func(d map[string]any) {
+			providerEvent("email.delivered", nil)(d)
+			d["reconciled_by"] = "operator"
+		}, []string{"data.reconciled_by: value must be 'provider_evidence'"}},
 		{"a bounced mail is failed", "EmailBounced", providerEvent("email.bounced", map[string]any{"bounce_type": "permanent"}),
 			[]string{"data.status: value must be 'failed'"}},
 		{"a complaint is of a sent mail", "EmailComplained", failedBy(providerEvent("email.complained", nil)),
