@@ -55,6 +55,8 @@ type resendData struct {
 	Bounce     *resendBounce     `json:"bounce"`
 	Failed     *resendFailed     `json:"failed"`
 	Suppressed *resendSuppressed `json:"suppressed"`
+	// Tags are the tags the mail was sent with (reportTag).
+	Tags resendTags `json:"tags"`
 }
 
 // resendBounce is data.bounce of email.bounced: type is Permanent,
@@ -129,7 +131,8 @@ func parseResend(id string, body []byte) (store.Webhook, error) {
 	if now := time.Now().UTC(); at.After(now) {
 		at = now
 	}
-	w := store.Webhook{Provider: ProviderResend, ID: id, Type: ev.Type, At: at, EmailID: ev.Data.EmailID}
+	w := store.Webhook{Provider: ProviderResend, ID: id, Type: ev.Type, At: at, EmailID: ev.Data.EmailID,
+		MailTag: ev.Data.Tags.reportTag()}
 	if !classify(&w, ev.Data) {
 		return w, nil
 	}

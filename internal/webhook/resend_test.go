@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -70,5 +71,28 @@ func TestParseResend(t *testing.T) {
 	} {
 		_, err := parseResend("m", []byte(body))
 		require.EqualError(t, err, want, body)
+	}
+}
+
+// A report carries the mail's report tag back in data.tags, an object in
+// Resend's webhooks; the send request's list form is read too, and a
+// malformed or overlong tag is no tag, never a lost report.
+func TestParseResendReportTag(t *testing.T) {
+	t.Parallel()
+	const tag = "42-0123456789abcdef01234567"
+	for tags, want := range map[string]string{
+		`{"category":"confirm_email","mailsvc_mail":"` + tag + `"}`: tag,
+		`[{"name":"mailsvc_mail","value":"` + tag + `"}]`:           tag,
+		`{"category":"confirm_email"}`:                              "",
+		`"mailsvc_mail"`:                                            "",
+		`{"mailsvc_mail":5}`:                                        "",
+		`{"mailsvc_mail":"` + strings.Repeat("7", 65) + `"}`:        "",
+		`null`: "",
+	} {
+		body := `{"type":"email.delivered","created_at":"2026-11-22T23:41:12Z","data":{"email_id":"e","tags":` + tags + `}}`
+		w, err := parseResend("m", []byte(body))
+		require.NoError(t, err, tags)
+		require.Equal(t, want, w.MailTag, tags)
+		require.Equal(t, store.EffectDelivered, w.Effect, tags)
 	}
 }

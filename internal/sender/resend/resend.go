@@ -108,5 +108,19 @@ func payload(m *sender.Message) *resendapi.SendEmailRequest {
 		// Only the stored Message-ID (which Resend's email id and our row
 		// both map to); the idempotency key travels as the HTTP header only.
 		Headers: map[string]string{"Message-ID": m.MessageID},
+		Tags:    reportTags(m),
 	}
+}
+
+// reportTags are the tags of m's request: its report tag
+// (mailtype.ReportTagName), which Resend's webhooks carry back in
+// data.tags, so that a report names the mail even when its email id
+// never reached mailsvc (an `unknown` mail, settled by that report). None
+// for a mail without a stored idempotency key or id (rows older than the
+// envelope columns): no report could be checked against it.
+func reportTags(m *sender.Message) []resendapi.Tag {
+	if m.ID <= 0 || m.IdempotencyKey == "" {
+		return nil
+	}
+	return []resendapi.Tag{{Name: mailtype.ReportTagName, Value: mailtype.ReportTag(m.ID, m.IdempotencyKey)}}
 }

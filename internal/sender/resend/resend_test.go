@@ -223,3 +223,37 @@ func TestUnauthorizedIsTransient(t *testing.T) {
 	require.Equal(t, mailtype.ReasonAuth, mailtype.ReasonOf(err))
 	require.NotContains(t, err.Error(), "re_wrong")
 }
+
+// Every attempt of a mail carries its report tag (mailtype.ReportTag of
+// its id and idempotency key), so Resend's webhooks name the mail even
+// when its email id was lost; the tag is the same on every attempt, so a
+// retry after a lost response is the same payload and Resend replays it.
+func TestReportTagOnEveryAttempt(t *testing.T) {
+	t.Parallel()
+	srv := resendtest.New(t, apiKey)
+	s := newProvider(t, srv.URL).NewSession()
+	m := sendertest.Message("order-confirmed:42")
+	m.ID = 42
+	srv.Inject(resendtest.LoseResponse())
+	_, err := send(t, s, m)
+	require.Equal(t, mailtype.Ambiguous, mailtype.ClassOf(err), "%v", err)
+	_, err = send(t, s, m)
+	require.NoError(t, err)
+	sent := srv.Sent()
+	require.Len(t, sent, 1)
+	require.Equal(t, map[string]string{mailtype.ReportTagName: mailtype.ReportTag(42, m.IdempotencyKey)}, sent[0].Tags)
+	require.Equal(t, []bool{false, true}, replayed(srv.Requests()))
+
+	legacy := sendertest.Message("order-confirmed:43") // no row id: no tag
+	_, err = send(t, s, legacy)
+	require.NoError(t, err)
+	require.Nil(t, srv.Sent()[1].Tags)
+}
+
+func replayed(rs []resendtest.Request) []bool {
+	out := make([]bool, len(rs))
+	for i, r := range rs {
+		out[i] = r.Replayed
+	}
+	return out
+}

@@ -14,6 +14,12 @@
 // ratelimit-reset, a 429 also retry-after, with the error body
 // {"statusCode": 429, "name": "rate_limit_exceeded", "message": ...}). It
 // records every request (with its arrival time) and every mail it sent.
+// Tags are taken as Resend documents them ("Managing Tags",
+// https://resend.com/docs/dashboard/emails/tags: name/value pairs of
+// ASCII letters, numbers, underscores or dashes, up to 75 per email;
+// others are 422 validation_error), and Event writes a mail's webhook
+// body with them echoed back as the object data.tags, as Resend's webhook
+// payloads carry them (https://resend.com/docs/webhooks/emails/sent).
 package resendtest
 
 import (
@@ -98,6 +104,12 @@ type Email struct {
 	Payload []byte
 	// Headers are the mail headers of the payload ("headers" field).
 	Headers map[string]string
+	// Tags are the payload's tags ("tags" field), by name.
+	Tags map[string]string
+	// From, To and Subject are the payload's.
+	From    string
+	To      []string
+	Subject string
 }
 
 // Request is one request the stand-in received.
@@ -251,17 +263,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.answer(c, http.StatusBadRequest, errorBody(http.StatusBadRequest, "invalid_idempotency_key", "key must be 1-256 characters"), false)
 		return
 	}
-	var req struct {
-		From    string            `json:"from"`
-		To      []string          `json:"to"`
-		Subject string            `json:"subject"`
-		Headers map[string]string `json:"headers"`
-	}
+	var req request
 	if err := json.Unmarshal(body, &req); err != nil || req.From == "" || len(req.To) == 0 || req.Subject == "" {
 		s.answer(c, http.StatusUnprocessableEntity, errorBody(http.StatusUnprocessableEntity, "validation_error", "from, to and subject are required"), false)
 		return
 	}
-	s.handle(c, body, req.Headers)
+	tags, err := req.tagMap()
+	if err != nil {
+		s.answer(c, http.StatusUnprocessableEntity, errorBody(http.StatusUnprocessableEntity, "validation_error", err.Error()), false)
+		return
+	}
+	s.handle(c, body, Email{Headers: req.Headers, Tags: tags, From: req.From, To: req.To, Subject: req.Subject})
 }
 
 // admit applies LimitRate to a request arriving at c.at and sets the
@@ -296,8 +308,8 @@ func (s *Server) admit(c *call) bool {
 	return ok
 }
 
-// handle applies the idempotency rules, then a fault or a send.
-func (s *Server) handle(c *call, body []byte, headers map[string]string) {
+// handle applies the idempotency rules, then a fault or a send of e.
+func (s *Server) handle(c *call, body []byte, e Email) {
 	hash := canonicalHash(body)
 	s.mu.Lock()
 	if c.key != "" {
@@ -327,10 +339,10 @@ func (s *Server) handle(c *call, body []byte, headers map[string]string) {
 		f, s.faults = s.faults[0], s.faults[1:]
 	}
 	s.mu.Unlock()
-	s.process(c, body, headers, f)
+	s.process(c, body, e, f)
 }
 
-func (s *Server) process(c *call, body []byte, headers map[string]string, f Fault) {
+func (s *Server) process(c *call, body []byte, e Email, f Fault) {
 	if f.status != 0 {
 		s.fault(c, f)
 		return
@@ -347,7 +359,8 @@ func (s *Server) process(c *call, body []byte, headers map[string]string, f Faul
 	id := uuid.NewString()
 	resp, _ := json.Marshal(map[string]string{"id": id})
 	s.mu.Lock()
-	s.sent = append(s.sent, Email{ID: id, IdempotencyKey: c.key, Payload: body, Headers: headers})
+	e.ID, e.IdempotencyKey, e.Payload = id, c.key, body
+	s.sent = append(s.sent, e)
 	if e := s.keys[c.key]; c.key != "" && e != nil {
 		e.inFlight, e.status, e.body = false, http.StatusOK, resp
 	}
