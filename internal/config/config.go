@@ -312,7 +312,11 @@ type Bounces struct {
 	MaxMessageBytes int64 `mapstructure:"max_message_bytes" yaml:"max_message_bytes"`
 	// Notify is the DSN NOTIFY asked of a relay that offers DSN (RFC
 	// 3461): FAILURE, DELAY and SUCCESS, comma separated, or NEVER; ""
-	// asks nothing.
+	// asks nothing. The default, SUCCESS,FAILURE,DELAY, asks for a
+	// success report too: the only proof that settles an SMTP mail whose
+	// 250 was lost (`unknown`) without an operator. It costs one report
+	// per delivered mail to the bounce listener or mailbox; no relay can
+	// know in advance which send will lose its reply, so every mail asks.
 	Notify string `mapstructure:"notify" yaml:"notify"`
 	// IMAPURL, when set, is a mailbox where reports land instead of (or
 	// besides) the listener: imaps://USER:PASSWORD@HOST[:PORT]/MAILBOX.

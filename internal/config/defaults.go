@@ -98,7 +98,7 @@ var defaults = map[string]any{
 	"bounces.max_message_bytes":     int64(1 << 20),
 	"bounces.imap_url":              "",
 	"bounces.imap_interval":         time.Minute,
-	"bounces.notify":                "FAILURE,DELAY",
+	"bounces.notify":                "SUCCESS,FAILURE,DELAY",
 	"suppression.scope":             "deployment",
 	"suppression.transient_bounces": 3,
 	"suppression.transient_window":  7 * 24 * time.Hour,
