@@ -1,7 +1,8 @@
 // Package testproxy puts a proxy between mailsvc and a real server, so a
 // test can inject a fault without touching the shared server: Proxy
 // (Shopify's toxiproxy, as a library) cuts the connection and restores it,
-// Hole turns a link silent the way a vanished host does, and TxPool
+// Hole turns a link silent the way a vanished host does, ReplyCutter
+// loses an SMTP server's reply to the end of a message's data, and TxPool
 // pools PostgreSQL server connections per transaction as PgBouncer does.
 package testproxy
 
