@@ -46,6 +46,7 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("sent_at", Stamp(m.SentAt))
 	add("delivered_at", Stamp(m.DeliveredAt))
 	add("delivery_delayed_at", Stamp(m.DeliveryDelayedAt))
+	add("reconciled", EvidenceLine(m))
 	if len(m.Feedback) == 0 {
 		add("feedback", "none written")
 	}
@@ -53,6 +54,19 @@ func MailReport(m store.MailView, now time.Time) []Field {
 		add("feedback", fmt.Sprintf("%s %s written %s, %s", f.EventType, f.EventID, Stamp(&f.CreatedAt), PublishState(f)))
 	}
 	return out
+}
+
+// EvidenceLine is the line `mail show` prints for an `unknown` mail that
+// its provider's report settled: "settled by provider evidence: TYPE
+// report ID recorded by the provider at T, applied at T2"; "" for any
+// other mail.
+func EvidenceLine(m store.MailView) string {
+	r := m.Reconciliation
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("settled by provider evidence: %s report %s recorded by the provider at %s, applied at %s (the mail was unknown; no operator needed)",
+		r.EvidenceType, r.EvidenceID, Stamp(&r.EvidenceAt), Stamp(&r.At))
 }
 
 // afterSent is what the provider reported about a sent mail later (its

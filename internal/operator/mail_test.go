@@ -146,3 +146,25 @@ func TestStamp(t *testing.T) {
 	require.Equal(t, "", operator.Stamp(nil))
 	require.Equal(t, "", operator.Stamp(&time.Time{}))
 }
+
+// A mail settled by its provider's report says so, with the report, on
+// its own line after the times.
+func TestMailReportShowsProviderEvidence(t *testing.T) {
+	t.Parallel()
+	sent, reported := now.Add(-time.Minute), now.Add(-2*time.Minute)
+	m := store.MailView{DedupeKey: "order-confirmed:42", Status: mailtype.StatusSent, SentAt: &sent, DeliveredAt: &reported,
+		Reconciliation: &store.Reconciliation{By: store.ReconciledByEvidence, At: sent, EvidenceType: "email.delivered",
+			EvidenceID: "dsn:7:delivered:2.0.0", EvidenceAt: reported}}
+	var got []string
+	for _, f := range operator.MailReport(m, now) {
+		if f.Name == "reconciled" {
+			got = append(got, f.Value)
+		}
+	}
+	require.Equal(t, []string{"settled by provider evidence: email.delivered report dsn:7:delivered:2.0.0 recorded by the provider at " +
+		"2026-03-01T11:58:00Z, applied at 2026-03-01T11:59:00Z (the mail was unknown; no operator needed)"}, got)
+	m.Reconciliation = nil
+	for _, f := range operator.MailReport(m, now) {
+		require.NotEqual(t, "reconciled", f.Name)
+	}
+}

@@ -119,6 +119,16 @@ func TestUnknownSettledByProviderEvidence(t *testing.T) {
 	require.Equal(t, map[string]string{"cust2@example.com": "webhook/bounce", "cust4@example.com": "webhook/complaint",
 		"cust7@example.com": "dsn/bounce"}, sc.QueryMap(t, `SELECT address, source FROM suppression`))
 
+	view, err := st.MailByKey(ctx, "order-confirmed:1")
+	require.NoError(t, err)
+	require.NotNil(t, view.Reconciliation)
+	require.Equal(t, store.Reconciliation{By: store.ReconciledByEvidence, At: view.Reconciliation.At,
+		EvidenceType: "email.delivered", EvidenceID: "w1", EvidenceAt: view.Reconciliation.EvidenceAt}, *view.Reconciliation)
+	require.True(t, at.Equal(view.Reconciliation.EvidenceAt), "%s", view.Reconciliation.EvidenceAt)
+	view, err = st.MailByKey(ctx, "order-confirmed:5")
+	require.NoError(t, err)
+	require.Nil(t, view.Reconciliation, "a delay settled nothing")
+
 	// Once settled, Resend's later reports match by the email id the
 	// settling report gave: a second delivery report writes nothing.
 	res, err := st.RecordWebhook(ctx, store.Webhook{Provider: "resend", ID: "w1b", Type: "email.delivered", At: at.Add(time.Minute),

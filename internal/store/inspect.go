@@ -51,8 +51,26 @@ type MailView struct {
 	DeliveredAt *time.Time `json:"delivered_at,omitempty"`
 	// DeliveryDelayedAt is when the provider last reported that it is still
 	// trying to deliver the mail (migration 00160), nil when it never did.
-	DeliveryDelayedAt *time.Time     `json:"delivery_delayed_at,omitempty"`
-	Feedback          []FeedbackView `json:"feedback"`
+	DeliveryDelayedAt *time.Time `json:"delivery_delayed_at,omitempty"`
+	// Reconciliation says how an `unknown` mail was settled without an
+	// operator (migration 00190); nil for every other mail.
+	Reconciliation *Reconciliation `json:"reconciliation,omitempty"`
+	Feedback       []FeedbackView  `json:"feedback"`
+}
+
+// Reconciliation is how an `unknown` mail was settled by its provider's
+// report (reconciliation by provider evidence).
+type Reconciliation struct {
+	// By is ReconciledByEvidence.
+	By string `json:"by"`
+	// At is when mailsvc settled the mail.
+	At time.Time `json:"at"`
+	// EvidenceType and EvidenceID name the report, as its
+	// data.provider_event does (type, webhook_id); EvidenceAt is when the
+	// provider recorded it.
+	EvidenceType string    `json:"evidence_type"`
+	EvidenceID   string    `json:"evidence_id"`
+	EvidenceAt   time.Time `json:"evidence_at"`
 }
 
 // FeedbackView is one outbox row (a feedback event on mail.events) of a mail.
@@ -72,7 +90,8 @@ id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_ema
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
-updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at`
+updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at,
+COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -81,11 +100,17 @@ FROM outbox WHERE dedupe_key = $1 ORDER BY id`
 
 func scanMailView(row pgx.Row) (MailView, error) {
 	var m MailView
+	var r Reconciliation
+	var at, evidenceAt *time.Time
 	err := row.Scan(&m.ID, &m.EventID, &m.DedupeKey, &m.OrderID, &m.Template, &m.Locale, &m.ToEmail,
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
 		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
-		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt)
+		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt, &r.By, &at, &r.EvidenceType, &r.EvidenceID, &evidenceAt)
+	if err == nil && r.By != "" && at != nil && evidenceAt != nil {
+		r.At, r.EvidenceAt = *at, *evidenceAt
+		m.Reconciliation = &r
+	}
 	return m, err
 }
 
