@@ -26,9 +26,10 @@ type postfix struct {
 }
 
 // startPostfix starts a Postfix that relays mail for good.test (taken and
-// discarded: delivered), rejected.test (refused at RCPT, 550 5.1.1) and
+// discarded: delivered), rejected.test (refused at RCPT, 550 5.1.1),
 // nowhere.test (taken, then handed to remote, an SMTP server that refuses
-// it: Postfix bounces it with a report), and delivers mail for
+// it: Postfix bounces it with a report) and kept.test (handed to remote,
+// which takes it), and delivers mail for
 // bounceDomain, the reports it makes, to bounceAddr. It needs root
 // (Postfix's master) and the postfix package (scripts/mailservers.sh
 // installs it).
@@ -83,9 +84,9 @@ mydestination =
 inet_interfaces = 127.0.0.1
 inet_protocols = ipv4
 mynetworks = 127.0.0.0/8
-relay_domains = good.test, nowhere.test, rejected.test
+relay_domains = good.test, nowhere.test, rejected.test, kept.test
 smtpd_relay_restrictions = permit_mynetworks, reject
-transport_maps = inline:{ good.test=discard:, { rejected.test = error:5.1.1 user unknown }, nowhere.test=smtp:%[4]s, %[2]s=smtp:%[3]s }
+transport_maps = inline:{ good.test=discard:, { rejected.test = error:5.1.1 user unknown }, nowhere.test=smtp:%[4]s, kept.test=smtp:%[4]s, %[2]s=smtp:%[3]s }
 smtp_dns_support_level = disabled
 alias_maps =
 alias_database =
@@ -127,7 +128,8 @@ func (p *postfix) masterCF(t *testing.T) string {
 }
 
 // A real MTA between mailsvc and the world: Postfix takes twelve mails.
-// It delivers four; it refuses four at RCPT (550 5.1.1: mailsvc fails
+// It delivers four, and sends the success report asked for
+// (NOTIFY=SUCCESS): each gets one EmailDelivered; it refuses four at RCPT (550 5.1.1: mailsvc fails
 // them and suppresses the addresses, smtp/reject); it takes four more,
 // its next hop refuses them, and Postfix sends its own delivery status
 // notifications (RFC 3464) to the mails' VERP return paths, which reach
@@ -160,8 +162,8 @@ func TestPostfixBounceComesBack(t *testing.T) {
 		evs = append(evs, ev)
 	}
 	pub.publish(t, evs...)
-	got := fb.collect(t, 16, 2*time.Minute)
-	require.Equal(t, map[string]int{"EmailSent": 8, "EmailBounced": 4, "EmailFailed": 4}, countTypes(got))
+	got := fb.collect(t, 20, 2*time.Minute)
+	require.Equal(t, map[string]int{"EmailSent": 8, "EmailDelivered": 4, "EmailBounced": 4, "EmailFailed": 4}, countTypes(got))
 	last := map[string]feedback{}
 	for _, f := range got {
 		last[f.DedupeKey] = f // in publish order: each mail's final report last
@@ -171,7 +173,7 @@ func TestPostfixBounceComesBack(t *testing.T) {
 		f, status := last[key], s.show(t, key).Status
 		switch domain[(i-1)/4] {
 		case "good.test":
-			require.Equal(t, "EmailSent", f.EventType, key)
+			require.Equal(t, "EmailDelivered", f.EventType, key, "Postfix's success report (bounces.notify asks for SUCCESS)")
 			require.Equal(t, "sent", status, key)
 		case "nowhere.test":
 			require.Equal(t, "EmailBounced", f.EventType, key)
