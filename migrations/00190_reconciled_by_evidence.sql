@@ -1,7 +1,7 @@
 -- +goose Up
 -- An unknown mail that the provider's own report settled (reconciliation by
--- provider evidence, docs/design.md "Reconciliation"): when mailsvc settled
--- it, and which report did. NULL for every other mail. Changes of the
+-- provider evidence, docs/design.md "Reconciliation by provider evidence"): when
+-- mailsvc settled it, and which report did. NULL for every other mail. Changes of the
 -- catalog only: no rewrite, no scan.
 -- reconciled_at: when mailsvc settled the mail (database clock).
 ALTER TABLE mail ADD COLUMN reconciled_at timestamptz;

@@ -12,7 +12,7 @@ import (
 // ReconciledByEvidence is the mail's reconciled_by, and the events'
 // data.reconciled_by, of an `unknown` mail that a provider's report
 // settled (reconciliation by provider evidence, docs/design.md,
-// "Reconciliation").
+// "Reconciliation by provider evidence").
 const ReconciledByEvidence = "provider_evidence"
 
 // mailOfTagSQL locks the mail a Resend report names by its
