@@ -58,7 +58,8 @@ type named struct {
 // or a component fails, then stops it (stop.go) and returns within
 // ShutdownBound(cfg): nil after a stop on ctx, the component's error after
 // a failure. It refuses to start when the schema is behind
-// (store.ErrSchemaBehind).
+// (store.ErrSchemaBehind), and behind a transaction pooler that loses
+// prepared statements (store.ErrTransactionPooling, checkPooling).
 func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	gogc, ignored := applyGCDefault()
 	if ignored != "" {
@@ -76,6 +77,9 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	w.tracing = tp
 	defer closeStore(w.store, log)
+	if err := checkPooling(ctx, w.store, cfg, log); err != nil {
+		return err
+	}
 	if err := w.store.CheckSchema(ctx); err != nil {
 		return err
 	}

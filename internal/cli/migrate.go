@@ -28,6 +28,11 @@ func newMigrateCmd(e *env) *cobra.Command {
 			if len(args) == 1 {
 				dir = args[0]
 			}
+			if dir != "status" {
+				if err := refuseTransactionPooling(e, st); err != nil {
+					return err
+				}
+			}
 			return runMigrate(e, st, dir)
 		},
 	}
@@ -67,4 +72,22 @@ func runMigrate(e *env, st *store.Store, dir string) error {
 		_, err = fmt.Fprintf(e.stdout, "applied versions %v\n", done)
 		return err
 	}
+}
+
+// refuseTransactionPooling stops migrate up and down behind a transaction
+// pooler (PgBouncer's pool_mode = transaction): the migrator serializes
+// replicas with a session advisory lock, which does not hold there (its
+// unlock can even run on another server session). Exit 2, naming the key.
+func refuseTransactionPooling(e *env, st *store.Store) error {
+	p, err := st.ProbePooling(e.ctx)
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	if p.Shared {
+		return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%w: database.url (MAILSVC_DATABASE_URL) leads to a transaction pooler "+
+			"(PgBouncer with pool_mode = transaction), where the session advisory lock that serializes migrations does not hold: "+
+			"run migrate with a database.url to PostgreSQL itself or to a pool_mode = session pool (docs/deploying.md)",
+			store.ErrTransactionPooling)}
+	}
+	return nil
 }

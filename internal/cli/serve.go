@@ -9,6 +9,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
@@ -37,7 +38,7 @@ func newServeCmd(e *env) *cobra.Command {
 			if ue := (*app.UnavailableError)(nil); errors.As(err, &ue) {
 				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
-			if errors.Is(err, tracing.ErrConfig) {
+			if errors.Is(err, tracing.ErrConfig) || errors.Is(err, store.ErrTransactionPooling) {
 				return &ExitError{Code: 2, Err: err}
 			}
 			return err

@@ -42,7 +42,9 @@ type Database struct {
 	// URL is a pgx connection string. Direct, or through a pooler in
 	// session or transaction mode (the relay leads by a lease row, not by
 	// session state); behind transaction pooling add
-	// default_query_exec_mode=exec to it, and run migrate directly. TLS is
+	// default_query_exec_mode=exec to it, and run migrate directly (serve
+	// and migrate refuse a transaction pooler they cannot work through,
+	// app.checkPooling). TLS is
 	// set with libpq's parameters in it: sslmode=verify-full, sslrootcert,
 	// sslcert, sslkey (tls.go checks them at start).
 	URL URL `mapstructure:"url" yaml:"url"`

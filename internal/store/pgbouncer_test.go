@@ -74,6 +74,8 @@ pidfile = %s/pgb.pid
 //
 //	apt-get install pgbouncer   # with a policy-rc.d that keeps the daemon from starting
 //	go test -tags pgbouncer -run PgBouncer -v ./internal/store/
+//
+// ProbePooling tells each pool mode apart.
 func TestThroughPgBouncer(t *testing.T) {
 	for _, c := range []struct{ pool, mode, plans string }{
 		{"session", "", "force_generic_plan"}, {"session", "cache_statement", "force_generic_plan"},
@@ -90,6 +92,9 @@ func TestThroughPgBouncer(t *testing.T) {
 			st, err := store.Open(ctx, store.Options{URL: url, MaxConns: 2})
 			require.NoError(t, err)
 			t.Cleanup(st.Close)
+			pooling, err := st.ProbePooling(ctx)
+			require.NoError(t, err)
+			require.Equal(t, store.Pooling{Shared: c.pool == "transaction", CachesStatements: c.mode == "" || c.mode == "cache_statement"}, pooling)
 			plans, err := st.SettingForTest(ctx, "plan_cache_mode")
 			require.NoError(t, err)
 			require.Equal(t, c.plans, plans)
@@ -100,5 +105,22 @@ func TestThroughPgBouncer(t *testing.T) {
 			require.Len(t, started, 1)
 			requireCommitted(t, sc)
 		})
+	}
+}
+
+// TestProbeFindsPgBouncerTransactionPooling: PgBouncer in pool_mode =
+// transaction with pgx's default exec mode is found Shared and losing
+// prepared statements (1.18 carries none), probe after probe.
+func TestProbeFindsPgBouncerTransactionPooling(t *testing.T) {
+	sc := storetest.New(t)
+	url := startPgBouncer(t, sc, "transaction")
+	ctx := testCtx(t)
+	st, err := store.Open(ctx, store.Options{URL: url, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	for range 5 {
+		p, err := st.ProbePooling(ctx)
+		require.NoError(t, err)
+		require.Equal(t, store.Pooling{Shared: true, CachesStatements: true, StatementsBreak: true}, p)
 	}
 }
