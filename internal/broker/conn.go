@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -14,8 +15,9 @@ type Conn struct {
 	c *amqp.Connection
 }
 
-// Dial opens one connection, with a heartbeat of 10 s and the configured
-// dial timeout, which also bounds the TLS handshake. An amqps:// URL
+// Dial opens one connection, with a heartbeat of 10 s, the configured
+// connect timeout, and the dial timeout, which also bounds the TLS and
+// AMQP handshakes. An amqps:// URL
 // speaks TLS 1.2 or newer with Config.TLS (tls.go). The error names the
 // URL without its password; a certificate failure carries a hint naming
 // the amqp.tls_* key to fix (tlsconfig.Explain).
@@ -29,7 +31,7 @@ func Dial(c Config) (*Conn, error) {
 	cfg := amqp.Config{
 		Heartbeat:  10 * time.Second,
 		Locale:     "en_US",
-		Dial:       amqp.DefaultDial(c.DialTimeout),
+		Dial:       dialer(c),
 		Properties: amqp.Table{"connection_name": c.Name},
 	}
 	target := c.URL
@@ -48,6 +50,25 @@ func Dial(c Config) (*Conn, error) {
 		return nil, fmt.Errorf("dial broker %s: %w", redactURL(c.URL), t.explain(err))
 	}
 	return &Conn{c: conn}, nil
+}
+
+// dialer connects within c.ConnectTimeout and sets a deadline of
+// c.DialTimeout from the start for the handshakes that follow (TLS, AMQP;
+// amqp091-go clears it once the connection is open), as amqp.DefaultDial
+// does with one timeout for both.
+func dialer(c Config) func(network, addr string) (net.Conn, error) {
+	return func(network, addr string) (net.Conn, error) {
+		began := time.Now()
+		conn, err := net.DialTimeout(network, addr, min(c.ConnectTimeout, c.DialTimeout))
+		if err != nil {
+			return nil, err
+		}
+		if err := conn.SetDeadline(began.Add(c.DialTimeout)); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
 }
 
 // Close closes the connection; it unblocks every call in flight on it.

@@ -30,9 +30,13 @@ type Config struct {
 	// Name is the connection_name shown in the RabbitMQ management UI.
 	Name string
 	// Backoff and BackoffMax bound the delay between reconnect attempts;
-	// zero values mean 500ms and 30s.
+	// zero values mean DefaultBackoff and DefaultBackoffMax.
 	Backoff, BackoffMax time.Duration
-	// DialTimeout bounds the TCP and AMQP handshake; zero means 10s.
+	// ConnectTimeout bounds the TCP connect alone; zero means
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// DialTimeout bounds the TCP connect, the TLS and the AMQP handshake
+	// together; zero means 10s.
 	DialTimeout time.Duration
 	// OnBlocked, when set, is called by Supervise with true when the broker
 	// blocks the connection (connection.blocked: a memory or disk alarm,
@@ -41,12 +45,31 @@ type Config struct {
 	OnBlocked func(blocked bool)
 }
 
+// Reconnect defaults. The promise is that a part holding a connection
+// consumes or publishes again within 5 s of the broker's return, however
+// long it was away (issue 30): the attempt that meets the return comes at
+// most BackoffMax after it, so DefaultBackoffMax is 2 s, leaving 3 s for
+// the dial, the topology and the first delivery. A connect that hangs (a
+// vanished host whose SYNs are dropped) is given up after
+// DefaultConnectTimeout: Linux resends a SYN 1 s after the first, then 3 s
+// after it, so a host back after the resend is met by the next attempt,
+// at most DefaultConnectTimeout + BackoffMax (4 s) after the hanging one
+// began, not by the resend at 3 s or 7 s.
+const (
+	DefaultBackoff        = 500 * time.Millisecond
+	DefaultBackoffMax     = 2 * time.Second
+	DefaultConnectTimeout = 2 * time.Second
+)
+
 func (c Config) withDefaults() Config {
 	if c.Backoff <= 0 {
-		c.Backoff = 500 * time.Millisecond
+		c.Backoff = DefaultBackoff
 	}
 	if c.BackoffMax <= 0 {
-		c.BackoffMax = 30 * time.Second
+		c.BackoffMax = DefaultBackoffMax
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 10 * time.Second

@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"sync"
 
-	amqp "github.com/rabbitmq/amqp091-go"
-
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
@@ -51,10 +49,10 @@ func newTLSDialer(c Config, host string) (string, *tlsDialer, error) {
 	if cfg.ServerName == "" {
 		cfg.ServerName = host
 	}
-	return u.String(), &tlsDialer{cfg: cfg, timeout: amqp.DefaultDial(c.DialTimeout)}, nil
+	return u.String(), &tlsDialer{cfg: cfg, timeout: dialer(c)}, nil
 }
 
-// dial connects (amqp.DefaultDial: the deadline covers the handshake too)
+// dial connects (dialer: the deadline covers the handshake too)
 // and completes the TLS handshake.
 func (d *tlsDialer) dial(network, addr string) (net.Conn, error) {
 	raw, err := d.timeout(network, addr)

@@ -93,7 +93,9 @@ type AMQP struct {
 	// or replay an event; retention.window must be at least this.
 	RedeliveryWindow time.Duration `mapstructure:"redelivery_window" yaml:"redelivery_window"`
 	// ReconnectBackoff and ReconnectBackoffMax bound the capped exponential
-	// backoff (with jitter) between reconnect attempts.
+	// backoff (with jitter) between reconnect attempts; the max is at most
+	// MaxReconnectBackoff (4 s), so a reconnect meets the broker's return
+	// within 5 s.
 	ReconnectBackoff    time.Duration `mapstructure:"reconnect_backoff" yaml:"reconnect_backoff"`
 	ReconnectBackoffMax time.Duration `mapstructure:"reconnect_backoff_max" yaml:"reconnect_backoff_max"`
 	// MaxQueueLength is the input queue's x-max-length, in ready messages:

@@ -42,6 +42,8 @@ func TestDefaultsAreValidOnceFromIsSet(t *testing.T) {
 	require.Equal(t, 587, c.SMTP.Port)
 	require.Equal(t, []string{"consumer", "sender", "relay"}, c.Serve.Roles)
 	require.Equal(t, "info", c.Log.MailOutcomes)
+	require.Equal(t, []time.Duration{500 * time.Millisecond, 2 * time.Second}, []time.Duration{c.AMQP.ReconnectBackoff, c.AMQP.ReconnectBackoffMax},
+		"a reconnect meets the broker's return within 2 s")
 }
 
 func TestRolesFromTheEnvironment(t *testing.T) {
@@ -91,6 +93,7 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"mail.recipient_limit":        {"MAILSVC_MAIL_RECIPIENT_LIMIT": "-1"},
 		"mail.recipient_limit_window": {"MAILSVC_MAIL_RECIPIENT_LIMIT_WINDOW": "1500ms"},
 		"amqp.url":                    {"MAILSVC_AMQP_URL": "amqps:guest:pw@127.0.0.1/"},
+		"amqp.reconnect_backoff_max":  {"MAILSVC_AMQP_RECONNECT_BACKOFF_MAX": "30s"},
 	}
 	// An empty number is refused, not taken as 0 (which turns the limit off).
 	cases["mail.recipient_limit (3)"] = map[string]string{"MAILSVC_MAIL_RECIPIENT_LIMIT": ""}

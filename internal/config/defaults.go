@@ -7,6 +7,15 @@ import "time"
 // can record its outcome before another worker may reclaim the row.
 const LeaseMargin = 10 * time.Second
 
+// MaxReconnectBackoff is the largest amqp.reconnect_backoff_max Validate
+// accepts. Every part holding a broker connection (consumer, relay,
+// operator commands) consumes or publishes again within 5 s of the
+// broker's return, however long it was away (issue 30): the reconnect
+// attempt that meets the return comes at most reconnect_backoff_max after
+// it, and the dial, topology and first delivery take the rest. The default
+// is 2 s.
+const MaxReconnectBackoff = 4 * time.Second
+
 // ResendDefaultRateLimit is resend.rate_limit's default, in requests per
 // second: Resend's documented default rate limit of a team, shared by all
 // its API keys (Resend API reference, "Usage Limits":
@@ -38,7 +47,7 @@ var defaults = map[string]any{
 	"amqp.max_message_bytes":            262144,
 	"amqp.redelivery_window":            336 * time.Hour,
 	"amqp.reconnect_backoff":            500 * time.Millisecond,
-	"amqp.reconnect_backoff_max":        30 * time.Second,
+	"amqp.reconnect_backoff_max":        2 * time.Second,
 	"amqp.max_queue_length":             300000,
 	"amqp.max_dead_letter_queue_length": 100000,
 	"amqp.queue_limits":                 "arguments",

@@ -248,6 +248,9 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	if c.AMQP.ReconnectBackoffMax < c.AMQP.ReconnectBackoff {
 		bad("amqp.reconnect_backoff_max", "must be at least amqp.reconnect_backoff")
 	}
+	if c.AMQP.ReconnectBackoffMax > MaxReconnectBackoff {
+		bad("amqp.reconnect_backoff_max", "(%s) must be at most %s: the reconnect that meets the broker's return may come that long after it, and mailsvc consumes and publishes again within 5 s of it", c.AMQP.ReconnectBackoffMax, MaxReconnectBackoff)
+	}
 	if c.Retention.Window < c.AMQP.RedeliveryWindow {
 		bad("retention.window", "(%s) must be at least amqp.redelivery_window (%s): a row deleted earlier lets a redelivered event send again", c.Retention.Window, c.AMQP.RedeliveryWindow)
 	}

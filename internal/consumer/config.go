@@ -81,7 +81,8 @@ type Config struct {
 	// mail.idempotency_namespace (store.IdempotencyNamespace).
 	IdempotencyNamespace string
 	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
-	// reconnects (capped exponential, jitter); 0 means 500ms and 30s.
+	// reconnects (capped exponential, jitter); 0 means
+	// broker.DefaultBackoff and broker.DefaultBackoffMax (500ms and 2s).
 	ReconnectBackoff, ReconnectBackoffMax time.Duration
 	// RetryBackoff and RetryBackoffMax bound the delay between attempts to
 	// record a batch while the database fails; 0 means 100ms and 5s.
@@ -120,8 +121,8 @@ func (c Config) WithDefaults() Config {
 	setInt(&c.MaxDeadLetterQueueLength, DefaultMaxDeadLetterQueueLength)
 	setInt(&c.MaxMessageBytes, 262144)
 	setDuration(&c.MaxEventAge, 24*time.Hour)
-	setDuration(&c.ReconnectBackoff, 500*time.Millisecond)
-	setDuration(&c.ReconnectBackoffMax, 30*time.Second)
+	setDuration(&c.ReconnectBackoff, broker.DefaultBackoff)
+	setDuration(&c.ReconnectBackoffMax, broker.DefaultBackoffMax)
 	setDuration(&c.RetryBackoff, 100*time.Millisecond)
 	setDuration(&c.RetryBackoffMax, 5*time.Second)
 	setDuration(&c.StatementTimeout, 30*time.Second)

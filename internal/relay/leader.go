@@ -23,8 +23,10 @@ var errLeaseUnconfirmed = errors.New("relay lease not renewed in time: stepping 
 
 // run contends for the lease until soft is done: stand by until this relay
 // holds it, lead, and contend again. After a broker step-down it waits
-// three LeaseRetry periods first, so that a standby that reaches the
-// broker takes the lease.
+// two LeaseRetry periods first (4 s by default), so that a standby that
+// reaches the broker takes the lease; no longer, so that a broker back
+// during the wait still finds this relay publishing within 5 s of its
+// return when no standby took over.
 func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
 	defer r.lastLeader.Store(false)
 	for soft.Err() == nil {
@@ -38,7 +40,7 @@ func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
 		}
 		wait := r.cfg.LeaseRetry
 		if errors.Is(err, errStepDown) {
-			wait = 3 * r.cfg.LeaseRetry
+			wait = 2 * r.cfg.LeaseRetry
 			r.log.Warn("relay stepped down: the broker is unreachable from this replica", "after", r.cfg.BrokerStepDown.String(), "retry_in", wait.String())
 		} else {
 			r.log.Warn("relay stepped down: it no longer holds the relay lease", "error", err, "retry_in", wait.String())
