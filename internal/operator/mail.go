@@ -37,7 +37,12 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("event_id", m.EventID)
 	add("cancel_event_id", m.CancelEventID)
 	add("message_id", m.MessageID)
-	add("attempts", fmt.Sprintf("%d sends started (as the feedback events count them), %d claims", m.Sends, m.Attempts))
+	attempts := fmt.Sprintf("%d sends started (as the feedback events count them), %d claims", m.Sends, m.Attempts)
+	if m.ReconciledSends > 0 {
+		attempts += fmt.Sprintf("; %d settled as not delivered by reconcile, so %d count toward sender.max_attempts",
+			m.ReconciledSends, m.Sends-m.ReconciledSends)
+	}
+	add("attempts", attempts)
 	add("provider", strings.TrimSpace(m.Provider+" "+m.ProviderMessageID))
 	add("last_error", m.LastError)
 	add("created_at", Stamp(&m.CreatedAt))

@@ -17,7 +17,7 @@ func (p *Pool) startSend(sendCtx context.Context, m *store.ClaimedMail, provider
 	if !p.deps.Tracer.On() {
 		return sendCtx, nil
 	}
-	_, span := p.deps.Tracer.StartSend(m.TraceContext, provider, m.DedupeKey, st.Sends)
+	_, span := p.deps.Tracer.StartSend(m.TraceContext, provider, m.DedupeKey, st.TotalSends)
 	return trace.ContextWithSpan(sendCtx, span), span
 }
 

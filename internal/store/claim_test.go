@@ -165,7 +165,7 @@ func TestFinishAttemptIsFencedByToken(t *testing.T) {
 	require.Equal(t, []store.Fence{second[0].Fence}, renewed)
 	started, err = sc.Store.MarkStarted(ctx, []store.Fence{second[0].Fence}, store.StartLease{Renew: time.Hour, Keep: time.Hour})
 	require.NoError(t, err)
-	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1, LeaseLeft: time.Hour}}, started)
+	require.Equal(t, []store.Started{{Fence: second[0].Fence, Sends: 1, TotalSends: 1, LeaseLeft: time.Hour}}, started)
 	fin, err := finishOne(t, sc.Store, second[0].Fence, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "250 ok"})
 	require.NoError(t, err)
 	require.Equal(t, store.Finished{Status: mailtype.StatusSent, Event: mailtype.EmailSent}, statusEvent(fin))

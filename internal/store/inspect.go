@@ -30,8 +30,12 @@ type MailView struct {
 	// Attempts is the number of claims (the fencing token); Sends the
 	// sends that started, which max_attempts bounds and the feedback
 	// events' attempts report.
-	Attempts          int        `json:"attempts"`
-	Sends             int        `json:"sends"`
+	Attempts int `json:"attempts"`
+	Sends    int `json:"sends"`
+	// ReconciledSends is how many of Sends an operator settled as not
+	// delivered (`mail reconcile --not-delivered`); sender.max_attempts
+	// bounds only Sends - ReconciledSends. 0 for a mail never reconciled.
+	ReconciledSends   int        `json:"reconciled_sends"`
 	LockedUntil       *time.Time `json:"locked_until,omitempty"`
 	LockedBy          string     `json:"locked_by,omitempty"`
 	SendAfter         time.Time  `json:"send_after"`
@@ -91,7 +95,7 @@ message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attem
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
 updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at,
-COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at`
+COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at, budget_base`
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -106,7 +110,8 @@ func scanMailView(row pgx.Row) (MailView, error) {
 		&m.Subject, &m.MessageID, &m.Status, &m.CancelRequested, &m.CancelEventID, &m.Attempts,
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
 		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
-		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt, &r.By, &at, &r.EvidenceType, &r.EvidenceID, &evidenceAt)
+		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt, &r.By, &at, &r.EvidenceType, &r.EvidenceID, &evidenceAt,
+		&m.ReconciledSends)
 	if err == nil && r.By != "" && at != nil && evidenceAt != nil {
 		r.At, r.EvidenceAt = *at, *evidenceAt
 		m.Reconciliation = &r

@@ -281,6 +281,7 @@ UPDATE mail SET
                      ELSE 'pending' END,
        sent_at = CASE WHEN $2::bool THEN now() ELSE sent_at END,
        ambiguous = CASE WHEN $2::bool THEN ambiguous ELSE 0 END,
+       budget_base = CASE WHEN $2::bool THEN budget_base ELSE sends END,
        send_after = now(), locked_until = NULL, locked_by = NULL, updated_at = now()
 WHERE dedupe_key = $1 AND status = 'unknown'
 RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
@@ -290,9 +291,13 @@ RETURNING order_id, template, COALESCE(provider, ''), COALESCE(provider_message_
 // operator found out. Delivered: the mail becomes sent and an EmailSent
 // event is written (a cancel that came meanwhile was already reported as
 // EmailCancelTooLate by the consumer, as for a sender's success). Not
-// delivered: the mail goes back to pending, due now, for a new attempt
-// (its attempts, the fencing token, are kept; its ambiguous count starts
-// again, since the operator says those sends did not deliver it), or to cancelled with an
+// delivered: the mail goes back to pending, due now, with a fresh attempt
+// budget (issue 30): sender.max_attempts counts only the sends after this
+// (budget_base = sends; sends, the total, is kept for `mail show` and the
+// feedback events' attempts), and its ambiguous count starts again, since
+// the operator says those sends did not deliver it: a later ambiguous
+// answer or refusal is judged on the new sends alone. Its attempts, the
+// fencing token, are kept. Or it goes to cancelled with an
 // EmailCancelled event when its order was cancelled meanwhile. It returns
 // ErrNotFound when no mail has dedupeKey and a *StateError when it is not
 // unknown.

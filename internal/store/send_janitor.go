@@ -19,7 +19,8 @@ type ExpiredSend struct {
 	// (locked_by is GraceHolder) and the grace ran out too.
 	Graced bool
 	// Sends and Ambiguous are the row's counters (Sends includes the
-	// expired send when Started).
+	// expired send when Started); Sends counts, as Started.Sends, only the
+	// sends since the last `mail reconcile --not-delivered`.
 	Sends, Ambiguous int
 	Template         string
 	CancelRequested  bool
@@ -31,7 +32,7 @@ type ExpiredSend struct {
 // expiredSendsSQL reads, oldest lease first, through the partial index
 // mail_sending_lease_idx, the expired `sending` rows that need a verdict.
 const expiredSendsSQL = `
-SELECT id, attempts, send_started_at IS NOT NULL, locked_by IS NOT DISTINCT FROM $2, sends, ambiguous,
+SELECT id, attempts, send_started_at IS NOT NULL, locked_by IS NOT DISTINCT FROM $2, sends - budget_base, ambiguous,
     template, cancel_requested, COALESCE(first_claimed_at, created_at)
 FROM mail
 WHERE status = 'sending' AND locked_until < now() AND (send_started_at IS NOT NULL OR cancel_requested)

@@ -12,9 +12,14 @@ import (
 // the send may reach the provider, and a crash leaves the row ambiguous.
 type Started struct {
 	Fence
-	// Sends counts the sends of the row, this one included (the attempt
-	// number reported in feedback events).
+	// Sends counts the sends of the row that sender.max_attempts bounds,
+	// this one included: those since the last `mail reconcile
+	// --not-delivered` (mail.sends - mail.budget_base, migration 00200),
+	// all of them for a mail never reconciled.
 	Sends int
+	// TotalSends counts every send of the row, this one included (the
+	// attempt number reported in feedback events and traces).
+	TotalSends int
 	// Ambiguous is how many earlier sends ended ambiguous.
 	Ambiguous int
 	// LeaseLeft is what was left of the row's lease when the mark's
@@ -55,7 +60,7 @@ UPDATE mail m SET send_started_at = now(), sends = m.sends + 1,
 FROM unnest($1::bigint[], $2::int[]) AS f(id, token)
 WHERE m.id = ANY ($1::bigint[]) AND m.id = f.id AND m.status || '' = 'sending' AND m.attempts = f.token
   AND m.send_started_at IS NULL AND NOT m.cancel_requested
-RETURNING m.id, m.attempts, m.sends, m.ambiguous,
+RETURNING m.id, m.attempts, m.sends - m.budget_base, m.sends, m.ambiguous,
     (extract(epoch FROM m.locked_until - now()) * 1000000)::bigint`
 
 // MarkStarted records, in one short autocommit statement, that the sends
@@ -99,7 +104,7 @@ func collectStarted(rows pgx.Rows) ([]Started, error) {
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Started, error) {
 		var st Started
 		var leftUS int64
-		err := r.Scan(&st.ID, &st.Token, &st.Sends, &st.Ambiguous, &leftUS)
+		err := r.Scan(&st.ID, &st.Token, &st.Sends, &st.TotalSends, &st.Ambiguous, &leftUS)
 		st.LeaseLeft = time.Duration(leftUS) * time.Microsecond
 		return st, err
 	})
