@@ -238,6 +238,14 @@ type Mail struct {
 	// RecipientLimitWindow is the fixed window the limit counts in,
 	// aligned to the Unix epoch on the database's clock; whole seconds.
 	RecipientLimitWindow time.Duration `mapstructure:"recipient_limit_window" yaml:"recipient_limit_window"`
+	// DeliveryConfirmAfter is how long after its send a sent mail of a
+	// provider that reports deliveries (Config.ReportsDeliveries) may go
+	// without a delivery, bounce or complaint report before it is flagged
+	// "delivery unconfirmed" (docs/design.md, "Delivery unconfirmed"): a
+	// metric, `mail list --unconfirmed`, a line in `mail show`. The flag
+	// changes nothing and never resends. 0 turns it off; otherwise 1m to
+	// retention.window.
+	DeliveryConfirmAfter time.Duration `mapstructure:"delivery_confirm_after" yaml:"delivery_confirm_after"`
 }
 
 // Relay configures the outbox relay.

@@ -22,6 +22,16 @@ const MaxReconnectBackoff = 4 * time.Second
 // https://resend.com/docs/api-reference/rate-limit; it was 2 before).
 const ResendDefaultRateLimit = 5.0
 
+// DefaultDeliveryConfirmAfter is mail.delivery_confirm_after's default.
+// Resend reports a delivery as soon as the recipient's server took the
+// mail, and retries a webhook its endpoint did not take immediately, after
+// 5 s, 5 min and 30 min, the next one 2 h later (Resend, "Retries and
+// Replays": https://resend.com/docs/webhooks/retries-and-replays): an hour
+// covers the first four tries of every report with room for a deferral of
+// a few minutes (greylisting), so a flagged mail is one whose report is
+// really missing, or whose delivery is deferred for longer.
+const DefaultDeliveryConfirmAfter = time.Hour
+
 // defaults maps every config key to its default; a key absent here is
 // unknown and rejected in a file.
 var defaults = map[string]any{
@@ -115,6 +125,9 @@ var defaults = map[string]any{
 	"suppression.smtp_codes":        []string{"5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10", "5.2.1"},
 	"mail.reply_to":                 "",
 	"mail.idempotency_namespace":    "",
+
+	// Resend's webhook retries (DefaultDeliveryConfirmAfter).
+	"mail.delivery_confirm_after": DefaultDeliveryConfirmAfter,
 
 	"relay.batch_size":        100,
 	"relay.poll_interval":     time.Second,

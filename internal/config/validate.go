@@ -260,6 +260,9 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	if w := c.Mail.RecipientLimitWindow; w > 0 && (w < time.Second || w%time.Second != 0 || w > maxRecipientLimitWindow) {
 		bad("mail.recipient_limit_window", "must be whole seconds, from 1s to %s, got %s", maxRecipientLimitWindow, w)
 	}
+	if d := c.Mail.DeliveryConfirmAfter; d != 0 && (d < time.Minute || d > c.Retention.Window) {
+		bad("mail.delivery_confirm_after", "must be 0 (off) or 1m to retention.window (%s): a mail is deleted after that, got %s", c.Retention.Window, d)
+	}
 	if c.Retention.Window < c.Mail.MaxEventAge {
 		bad("retention.window", "(%s) must be at least mail.max_event_age (%s)", c.Retention.Window, c.Mail.MaxEventAge)
 	}
