@@ -15,8 +15,16 @@ func (s *Store) ExecForTest(ctx context.Context, q string, args ...any) (int64, 
 	return tag.RowsAffected(), err
 }
 
-// StatsSQL is the stats statement, for tests that read its plan.
-const StatsSQL = statsSQL
+// StatsSQL is the stats statement, for tests that read its plan; its
+// arguments are StatsArgs.
+var StatsSQL = statsSQL
+
+// StatsArgs are the stats statement's arguments for rule.
+func StatsArgs(rule DeliveryConfirm) []any { return append(rule.args(), UnconfirmedWindow) }
+
+// ListUnconfirmedSQL is the list statement of the delivery-unconfirmed
+// mails, for tests that read its plan.
+var ListUnconfirmedSQL = listUnconfirmedSQL
 
 // ListMailsSQL is the list statement of one status, for tests that read
 // its plan.

@@ -59,7 +59,11 @@ type MailView struct {
 	// Reconciliation says how an `unknown` mail was settled without an
 	// operator (migration 00190); nil for every other mail.
 	Reconciliation *Reconciliation `json:"reconciliation,omitempty"`
-	Feedback       []FeedbackView  `json:"feedback"`
+	// DeliveryUnconfirmed is true when the mail is flagged "delivery
+	// unconfirmed" by the store's DeliveryConfirm rule, judged on the
+	// database's clock when it was read.
+	DeliveryUnconfirmed bool           `json:"delivery_unconfirmed"`
+	Feedback            []FeedbackView `json:"feedback"`
 }
 
 // Reconciliation is how an `unknown` mail was settled by its provider's
@@ -89,13 +93,18 @@ type FeedbackView struct {
 	DeadAt      *time.Time         `json:"dead_at,omitempty"`
 }
 
-const mailViewColumns = `
+var mailViewColumns = `
 id, COALESCE(event_id::text, ''), dedupe_key, order_id, template, locale, to_email, subject,
 message_id, status, cancel_requested, COALESCE(cancel_event_id::text, ''), attempts,
 locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(provider, ''),
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
 updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at,
-COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at, budget_base`
+COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at, budget_base,
+COALESCE(` + unconfirmed(2) + `, false)`
+
+// mailViewArgs are the arguments of a mail view query after its own $1:
+// the DeliveryConfirm rule ($2, $3).
+func (s *Store) mailViewArgs(first any) []any { return append([]any{first}, s.confirm.args()...) }
 
 const feedbackViewSQL = `
 SELECT event_id::text, event_type, routing_key, created_at, published_at, attempts,
@@ -111,7 +120,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
 		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
 		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt, &r.By, &at, &r.EvidenceType, &r.EvidenceID, &evidenceAt,
-		&m.ReconciledSends)
+		&m.ReconciledSends, &m.DeliveryUnconfirmed)
 	if err == nil && r.By != "" && at != nil && evidenceAt != nil {
 		r.At, r.EvidenceAt = *at, *evidenceAt
 		m.Reconciliation = &r
@@ -123,7 +132,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 // first. It returns ErrNotFound when no row has that key, and a transient
 // *mailtype.Error (ReasonDatabase) when the database is unreachable.
 func (s *Store) MailByKey(ctx context.Context, dedupeKey string) (MailView, error) {
-	m, err := scanMailView(s.pool.QueryRow(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE dedupe_key = $1", dedupeKey))
+	m, err := scanMailView(s.pool.QueryRow(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE dedupe_key = $1", s.mailViewArgs(dedupeKey)...))
 	if err != nil {
 		return MailView{}, fmt.Errorf("read mail %q: %w", dedupeKey, interpretError(err))
 	}
@@ -137,7 +146,7 @@ func (s *Store) MailByKey(ctx context.Context, dedupeKey string) (MailView, erro
 // resends, tombstones) in creation order, each with its feedback events.
 // No mail gives an empty slice and a nil error.
 func (s *Store) MailsByOrder(ctx context.Context, orderID string) ([]MailView, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE order_id = $1 ORDER BY id", orderID)
+	rows, err := s.pool.Query(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE order_id = $1 ORDER BY id", s.mailViewArgs(orderID)...)
 	if err != nil {
 		return nil, fmt.Errorf("read mails of order %q: %w", orderID, interpretError(err))
 	}
@@ -183,6 +192,15 @@ type Stats struct {
 	OutboxOldestAge time.Duration
 	// OutboxDead counts outbox rows the relay gave up on (dead_at set).
 	OutboxDead int64
+	// Unconfirmed counts the mails flagged "delivery unconfirmed" by the
+	// store's DeliveryConfirm rule, by provider; a provider without any
+	// is absent.
+	Unconfirmed map[string]int64
+	// UnconfirmedRecent counts, by provider, those of Unconfirmed whose
+	// deadline (sent_at + DeliveryConfirm.After) passed within the last
+	// UnconfirmedWindow: the mails that became unconfirmed in that window
+	// and still are, a rate per UnconfirmedWindow.
+	UnconfirmedRecent map[string]int64
 }
 
 // statsSQL computes every gauge in one round trip, at a cost that does not
@@ -190,8 +208,11 @@ type Stats struct {
 // unknown) are counted through mail_active_idx, a partial index that holds
 // only them; the finished ones (sent, failed, cancelled) are the counters
 // of migration 00100, mail_status_total plus the deltas not folded in yet.
-// The other parts read partial indexes of unpublished and dead outbox rows.
-const statsSQL = `
+// The other parts read partial indexes of unpublished and dead outbox rows,
+// and the delivery-unconfirmed mails through mail_unconfirmed_idx, whose
+// rows are those of the last minutes and those really missing a report
+// ($1 and $2 are the DeliveryConfirm rule, $3 UnconfirmedWindow).
+var statsSQL = `
 SELECT
   (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
       SELECT status, count(*) AS n FROM mail WHERE status IN ('pending', 'sending', 'unknown') GROUP BY status
@@ -204,7 +225,11 @@ SELECT
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM mail WHERE status = 'pending' AND NOT cancel_requested),
   (SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
-  (SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL)`
+  (SELECT count(*) FROM outbox WHERE dead_at IS NOT NULL),
+  (SELECT COALESCE(json_object_agg(provider, json_build_array(n, recent)), '{}') FROM (
+      SELECT provider, count(*) AS n, count(*) FILTER (WHERE sent_at > now() - $2::interval - $3::interval) AS recent
+      FROM mail WHERE ` + unconfirmed(1) + `
+      GROUP BY provider) u)`
 
 // compactStatusCountsSQL folds the deltas of the finished-mail counters
 // into their totals in one statement, so a reader sees them either before
@@ -244,11 +269,17 @@ func (s *Store) CompactStatusCounts(ctx context.Context) (int64, error) {
 // the database is unreachable.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var counts map[string]int64
+	var unconfirmed map[string][2]int64
 	var pendingAge, outboxAge float64
-	st := Stats{Mails: make(map[mailtype.Status]int64, len(mailtype.Statuses))}
-	err := s.pool.QueryRow(ctx, statsSQL).Scan(&counts, &pendingAge, &st.OutboxPending, &outboxAge, &st.OutboxDead)
+	st := Stats{Mails: make(map[mailtype.Status]int64, len(mailtype.Statuses)),
+		Unconfirmed: map[string]int64{}, UnconfirmedRecent: map[string]int64{}}
+	err := s.pool.QueryRow(ctx, statsSQL, append(s.confirm.args(), UnconfirmedWindow)...).
+		Scan(&counts, &pendingAge, &st.OutboxPending, &outboxAge, &st.OutboxDead, &unconfirmed)
 	if err != nil {
 		return Stats{}, fmt.Errorf("read stats: %w", interpretError(err))
+	}
+	for p, n := range unconfirmed {
+		st.Unconfirmed[p], st.UnconfirmedRecent[p] = n[0], n[1]
 	}
 	for _, status := range mailtype.Statuses {
 		st.Mails[status] = counts[string(status)]

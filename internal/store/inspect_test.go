@@ -71,7 +71,7 @@ func TestStatsCountsEveryStatusAndBacklog(t *testing.T) {
 	for _, s := range mailtype.Statuses {
 		require.Zero(t, st.Mails[s], s)
 	}
-	require.Equal(t, store.Stats{Mails: st.Mails}, st)
+	require.Equal(t, store.Stats{Mails: st.Mails, Unconfirmed: map[string]int64{}, UnconfirmedRecent: map[string]int64{}}, st)
 
 	for i, s := range []mailtype.Status{"pending", "pending", "sending", "sent", "sent", "sent", "unknown"} {
 		seedMail(t, sc, "k"+string(rune('a'+i)), "1", s)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -59,10 +60,10 @@ func BenchmarkStats(b *testing.B) {
 			}
 		}
 	}
-	b.Logf("stats query, 1M deltas just folded:\n%s", strings.Join(sc.QueryStrings(b, `EXPLAIN (ANALYZE, BUFFERS) `+store.StatsSQL), "\n"))
+	b.Logf("stats query, 1M deltas just folded:\n%s", strings.Join(sc.QueryStrings(b, `EXPLAIN (ANALYZE, BUFFERS) `+store.StatsSQL, store.StatsArgs(store.DeliveryConfirm{Providers: []string{"resend"}, After: time.Hour})...), "\n"))
 	b.Run("counters-1M-deltas-just-folded", query)
 	sc.Exec(b, `VACUUM mail_status_delta`)
-	b.Logf("stats query, steady state:\n%s", strings.Join(sc.QueryStrings(b, `EXPLAIN (ANALYZE, BUFFERS) `+store.StatsSQL), "\n"))
+	b.Logf("stats query, steady state:\n%s", strings.Join(sc.QueryStrings(b, `EXPLAIN (ANALYZE, BUFFERS) `+store.StatsSQL, store.StatsArgs(store.DeliveryConfirm{Providers: []string{"resend"}, After: time.Hour})...), "\n"))
 	b.Run("counters", query)
 	sc.Exec(b, `CREATE INDEX mail_status_idx ON mail (status)`)
 	sc.Exec(b, `VACUUM ANALYZE mail`)

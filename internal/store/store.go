@@ -27,6 +27,8 @@ type Store struct {
 	accountSuppression bool
 	// transient is when transient bounces suppress an address.
 	transient TransientRule
+	// confirm is the rule of the delivery-unconfirmed flag.
+	confirm DeliveryConfirm
 }
 
 // Options configures Open.
@@ -53,6 +55,9 @@ type Options struct {
 	// Transient is when transient bounces suppress an address; the zero
 	// value never does.
 	Transient TransientRule
+	// DeliveryConfirm is the rule of the delivery-unconfirmed flag of
+	// Stats, ListMails and the mail views; the zero value flags nothing.
+	DeliveryConfirm DeliveryConfirm
 }
 
 // Open connects a pool and checks that the database answers. It returns an
@@ -80,7 +85,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		ex = "mail.events"
 	}
 	return &Store{pool: pool, eventsExchange: ex, notices: o.Notices, recipientLimit: o.RecipientLimit,
-		accountSuppression: o.AccountSuppression, transient: o.Transient}, nil
+		accountSuppression: o.AccountSuppression, transient: o.Transient, confirm: o.DeliveryConfirm}, nil
 }
 
 // preferGenericPlans sets plan_cache_mode = force_generic_plan on the
