@@ -138,7 +138,7 @@ func open(ctx context.Context, cfg *config.Config, log *slog.Logger, maxConns in
 	opts := store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: maxConns, EventsExchange: cfg.AMQP.EventsExchange,
 		RecipientLimit: RecipientLimit(cfg), AccountSuppression: cfg.Suppression.Scope == "account",
 		Transient: store.TransientRule{Bounces: cfg.Suppression.TransientBounces, Window: cfg.Suppression.TransientWindow,
-			Expiry: cfg.Suppression.TransientExpiry}}
+			Expiry: cfg.Suppression.TransientExpiry}, DeliveryConfirm: DeliveryConfirm(cfg)}
 	if cfg.Mail.CancelNotice {
 		opts.Notices = w.notices
 	}

@@ -224,6 +224,14 @@ func RecipientLimit(c *config.Config) store.RecipientLimit {
 	return store.RecipientLimit{Mails: c.Mail.RecipientLimit, Window: c.Mail.RecipientLimitWindow}
 }
 
+// DeliveryConfirm is the rule of the delivery-unconfirmed flag:
+// mail.delivery_confirm_after over the providers that report deliveries
+// (config.DeliveryReporters). The daemon and the operator commands use
+// the same, so the gauge, `mail list --unconfirmed` and `mail show` agree.
+func DeliveryConfirm(c *config.Config) store.DeliveryConfirm {
+	return store.DeliveryConfirm{Providers: c.DeliveryReporters(), After: c.Mail.DeliveryConfirmAfter}
+}
+
 // pollerConfig is the bounce mailbox poller's part of cfg.
 func pollerConfig(c *config.Config) bounce.PollerConfig {
 	return bounce.PollerConfig{URL: c.Bounces.IMAPURL.Reveal(), Verp: verpOf(c), Interval: c.Bounces.IMAPInterval,

@@ -14,6 +14,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
 	"github.com/mailsvc/mailsvc/internal/webhook"
 )
@@ -142,6 +143,12 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		require.Equal(t, webhook.Config{RetentionWindow: cfg.Retention.Window}, mapped, "off by default: no address, no secret")
 		eff := mapped.WithDefaults()
 		require.Equal(t, mapped.RetentionWindow, eff.RetentionWindow, "WithDefaults changed a field a key sets")
+	})
+	t.Run("delivery confirm", func(t *testing.T) {
+		rule := DeliveryConfirm(cfg)
+		require.Equal(t, store.DeliveryConfirm{After: config.DefaultDeliveryConfirmAfter}, rule,
+			"mail.delivery_confirm_after; by default no provider reports deliveries (no webhook secret, no VERP)")
+		require.False(t, rule.On())
 	})
 	t.Run("smtp and templates", func(t *testing.T) {
 		s := smtpConfig(cfg)

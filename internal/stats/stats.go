@@ -1,7 +1,8 @@
 // Package stats keeps the database-derived gauges of docs/design.md, "Metrics"
 // (mails by status, oldest pending mail, outbox backlog, its age and dead
-// rows) up to date with one periodic query, so a Prometheus scrape never
-// touches the database and many scrapers cost nothing more.
+// rows, delivery-unconfirmed mails) up to date with one periodic query, so
+// a Prometheus scrape never touches the database and many scrapers cost
+// nothing more.
 package stats
 
 import (
@@ -44,6 +45,10 @@ type Analyzer interface {
 // analyze stale tables: the check is one read of the statistics views.
 const DefaultAnalyzeInterval = time.Second
 
+// Providers are the provider label values of the delivery-unconfirmed
+// gauges, each pre-set to 0 (config.Providers).
+var Providers = []string{"smtp", "resend"}
+
 // Metrics are the gauges this package owns.
 type Metrics struct {
 	Mails            *prometheus.GaugeVec
@@ -51,6 +56,15 @@ type Metrics struct {
 	OutboxPending    prometheus.Gauge
 	OutboxOldestAge  prometheus.Gauge
 	OutboxDead       prometheus.Gauge
+	// Unconfirmed is mailsvc_mails_delivery_unconfirmed{provider}: the
+	// sent mails flagged "delivery unconfirmed" (store.DeliveryConfirm),
+	// 0 for a provider that does not report deliveries.
+	Unconfirmed *prometheus.GaugeVec
+	// UnconfirmedRecent is
+	// mailsvc_mails_delivery_unconfirmed_recent{provider}: those of them
+	// whose deadline passed within the last store.UnconfirmedWindow (an
+	// hour), the rate at which mails become unconfirmed.
+	UnconfirmedRecent *prometheus.GaugeVec
 	// LastRefresh is the Unix time of the last successful refresh, so an
 	// alert can tell frozen gauges from a healthy zero.
 	LastRefresh prometheus.Gauge
@@ -77,11 +91,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		RefreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailsvc_stats_refresh_errors_total", Help: "Refreshes of the database gauges that failed.",
 		}),
+		Unconfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_mails_delivery_unconfirmed",
+			Help: "Sent mails with no delivery, bounce or complaint report mail.delivery_confirm_after after their send, by provider; 0 for a provider that reports no deliveries.",
+		}, []string{"provider"}),
+		UnconfirmedRecent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_mails_delivery_unconfirmed_recent",
+			Help: "Delivery-unconfirmed mails whose deadline (send + mail.delivery_confirm_after) passed within the last hour, by provider.",
+		}, []string{"provider"}),
 	}
 	for _, s := range mailtype.Statuses {
 		m.Mails.WithLabelValues(string(s)).Set(0)
 	}
-	reg.MustRegister(m.Mails, m.OldestPendingAge, m.OutboxPending, m.OutboxOldestAge, m.OutboxDead, m.LastRefresh, m.RefreshErrors)
+	for _, p := range Providers {
+		m.Unconfirmed.WithLabelValues(p).Set(0)
+		m.UnconfirmedRecent.WithLabelValues(p).Set(0)
+	}
+	reg.MustRegister(m.Mails, m.OldestPendingAge, m.OutboxPending, m.OutboxOldestAge, m.OutboxDead, m.LastRefresh, m.RefreshErrors,
+		m.Unconfirmed, m.UnconfirmedRecent)
 	return m
 }
 
@@ -94,6 +121,10 @@ func (m *Metrics) set(st store.Stats, now time.Time) {
 	m.OutboxPending.Set(float64(st.OutboxPending))
 	m.OutboxOldestAge.Set(st.OutboxOldestAge.Seconds())
 	m.OutboxDead.Set(float64(st.OutboxDead))
+	for _, p := range Providers {
+		m.Unconfirmed.WithLabelValues(p).Set(float64(st.Unconfirmed[p]))
+		m.UnconfirmedRecent.WithLabelValues(p).Set(float64(st.UnconfirmedRecent[p]))
+	}
 	m.LastRefresh.Set(float64(now.UnixNano()) / 1e9)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -66,7 +67,37 @@ func TestEveryGaugeIsPreInitialised(t *testing.T) {
 		"mailsvc_mails": 7, "mailsvc_oldest_pending_age_seconds": 1, "mailsvc_outbox_pending": 1,
 		"mailsvc_outbox_oldest_age_seconds": 1, "mailsvc_outbox_dead": 1,
 		"mailsvc_stats_last_refresh_timestamp_seconds": 1, "mailsvc_stats_refresh_errors_total": 1,
+		"mailsvc_mails_delivery_unconfirmed": 2, "mailsvc_mails_delivery_unconfirmed_recent": 2,
 	}, got)
+	require.Equal(t, config.Providers, stats.Providers)
+}
+
+// The delivery-unconfirmed gauges count, by provider, the mails the
+// store's rule flags: only Resend's here, three in all, one of which
+// passed its deadline within the hour; smtp stays 0 (it reports nothing).
+func TestRefreshSetsUnconfirmedGauges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status, provider, sent_at, delivered_at)
+		VALUES ('r1', '1', 'order_confirmed', 'sent', 'resend', now() - interval '3 hours', NULL),
+		       ('r2', '2', 'order_confirmed', 'sent', 'resend', now() - interval '4 hours', NULL),
+		       ('r3', '3', 'order_confirmed', 'sent', 'resend', now() - interval '70 minutes', NULL),
+		       ('r4', '4', 'order_confirmed', 'sent', 'resend', now() - interval '5 minutes', NULL),
+		       ('r5', '5', 'order_confirmed', 'sent', 'resend', now() - interval '3 hours', now()),
+		       ('s1', '6', 'order_confirmed', 'sent', 'smtp', now() - interval '3 hours', NULL)`)
+	st := b.sc.Open(t, store.Options{DeliveryConfirm: store.DeliveryConfirm{Providers: []string{"resend"}, After: time.Hour}})
+	c := stats.New(st, b.m, b.logger(), stats.Options{Interval: time.Hour, Timeout: 10 * time.Second})
+	c.Refresh(context.Background())
+	require.Equal(t, 0.0, val(b.m.RefreshErrors))
+	require.Equal(t, 3.0, val(b.m.Unconfirmed.WithLabelValues("resend")))
+	require.Equal(t, 1.0, val(b.m.UnconfirmedRecent.WithLabelValues("resend")))
+	require.Equal(t, 0.0, val(b.m.Unconfirmed.WithLabelValues("smtp")))
+	require.Equal(t, 0.0, val(b.m.UnconfirmedRecent.WithLabelValues("smtp")))
+
+	b.sc.Exec(t, `UPDATE mail SET delivered_at = now() WHERE dedupe_key IN ('r1', 'r3')`)
+	c.Refresh(context.Background())
+	require.Equal(t, 1.0, val(b.m.Unconfirmed.WithLabelValues("resend")), "a late report clears the flag")
+	require.Equal(t, 0.0, val(b.m.UnconfirmedRecent.WithLabelValues("resend")))
 }
 
 func TestCollectorSetsGaugesFromOneQuery(t *testing.T) {
