@@ -194,3 +194,32 @@ func ListRow(m store.MailSummary, now time.Time) []string {
 	return []string{m.DedupeKey, string(m.Status), m.Template, fmt.Sprint(m.Sends), Stamp(&m.UpdatedAt),
 		now.Sub(m.UpdatedAt).Truncate(time.Second).String(), lastErr}
 }
+
+// DeliveryUnconfirmed is the "delivery unconfirmed" line `mailsvc mail
+// show` adds for a mail the store flags so (store.MailView.
+// DeliveryUnconfirmed): how long ago (judged at now) and through which
+// provider it was sent, under which provider id, and that no delivery or
+// bounce report came within after (mail.delivery_confirm_after). None for
+// a mail not flagged. The flag changes nothing: the line says to look the
+// mail up at the provider, never to resend it blindly.
+func DeliveryUnconfirmed(m store.MailView, after time.Duration, now time.Time) []Field {
+	if !m.DeliveryUnconfirmed || m.SentAt == nil {
+		return nil
+	}
+	return []Field{{"delivery unconfirmed", fmt.Sprintf("sent %s ago via %s (id %s), no delivery or bounce report after "+
+		"mail.delivery_confirm_after=%s; look the id up in the provider's dashboard or logs before any resend",
+		Short(now.Sub(*m.SentAt)), m.Provider, m.ProviderMessageID, Short(after))}}
+}
+
+// Short formats d in whole minutes without zero units: 3h, 1h30m, 45m;
+// under a minute, whole seconds (0s for none or a negative d).
+func Short(d time.Duration) string {
+	if d < time.Minute {
+		return max(d, 0).Truncate(time.Second).String()
+	}
+	s := strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s") // 3h0m, 1h30m, 45m
+	if h, ok := strings.CutSuffix(s, "h0m"); ok {
+		return h + "h"
+	}
+	return s
+}

@@ -168,3 +168,27 @@ func TestMailReportShowsProviderEvidence(t *testing.T) {
 		require.NotEqual(t, "reconciled", f.Name)
 	}
 }
+
+// A flagged mail gets one line naming its send, provider, id and the
+// setting; a mail not flagged (or never sent) gets none.
+func TestDeliveryUnconfirmedLine(t *testing.T) {
+	t.Parallel()
+	sent := now.Add(-3*time.Hour - 20*time.Second)
+	m := store.MailView{Status: mailtype.StatusSent, SentAt: &sent, Provider: "resend", ProviderMessageID: "em_1",
+		DeliveryUnconfirmed: true}
+	require.Equal(t, []operator.Field{{Name: "delivery unconfirmed", Value: "sent 3h ago via resend (id em_1), no delivery or " +
+		"bounce report after mail.delivery_confirm_after=1h; look the id up in the provider's dashboard or logs before any resend"}},
+		operator.DeliveryUnconfirmed(m, time.Hour, now))
+	m.DeliveryUnconfirmed = false
+	require.Empty(t, operator.DeliveryUnconfirmed(m, time.Hour, now))
+	m.DeliveryUnconfirmed, m.SentAt = true, nil
+	require.Empty(t, operator.DeliveryUnconfirmed(m, time.Hour, now))
+}
+
+func TestShort(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{3 * time.Hour: "3h", 90 * time.Minute: "1h30m", 45*time.Minute + 59*time.Second: "45m",
+		30 * time.Second: "30s", -time.Second: "0s", 50 * time.Hour: "50h", 336 * time.Hour: "336h"} {
+		require.Equal(t, want, operator.Short(d), d.String())
+	}
+}
