@@ -57,7 +57,8 @@ func newMailCmd(e *env) *cobra.Command {
 func (e *env) openStore(cfg *config.Config) (*store.Store, error) {
 	ctx, cancel := context.WithTimeout(e.ctx, connectTimeout)
 	defer cancel()
-	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 2, EventsExchange: cfg.AMQP.EventsExchange})
+	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 2, EventsExchange: cfg.AMQP.EventsExchange,
+		DeliveryConfirm: app.DeliveryConfirm(cfg)})
 	if err != nil {
 		return nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s is unreachable: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}
 	}
@@ -121,7 +122,7 @@ func newMailShowCmd(e *env) *cobra.Command {
 				// Why a waiting mail waits, when a provider is paused; a
 				// failed read leaves that out of the report.
 				states, _ := st.ProviderStates(e.ctx)
-				return writeMails(e.stdout, mails, states)
+				return writeMails(e.stdout, mails, states, cfg.Mail.DeliveryConfirmAfter)
 			})
 		},
 	}
@@ -151,22 +152,26 @@ func writeMailsJSON(w io.Writer, mails []store.MailView, single bool) error {
 	return enc.Encode(mails)
 }
 
-func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderState) error {
+func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderState, confirmAfter time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, m := range mails {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		writeMail(tw, m, states)
+		writeMail(tw, m, states, confirmAfter)
 	}
 	return tw.Flush()
 }
 
 // writeMail prints the report of m (operator.MailReport) as aligned
-// "name: value" lines, and, for a mail that waits, the providers that are
-// paused (operator.PausedProviders).
-func writeMail(w io.Writer, m store.MailView, states []store.ProviderState) {
-	for _, f := range append(operator.MailReport(m, time.Now()), operator.PausedProviders(m, states)...) {
+// "name: value" lines, then, for a mail that waits, the providers that are
+// paused (operator.PausedProviders), and for a sent mail without a
+// delivery report after confirmAfter (mail.delivery_confirm_after), that
+// (operator.DeliveryUnconfirmed).
+func writeMail(w io.Writer, m store.MailView, states []store.ProviderState, confirmAfter time.Duration) {
+	now := time.Now()
+	fields := append(operator.MailReport(m, now), operator.PausedProviders(m, states)...)
+	for _, f := range append(fields, operator.DeliveryUnconfirmed(m, confirmAfter, now)...) {
 		fmt.Fprintf(w, "%s:\t%s\n", f.Name, f.Value)
 	}
 }
@@ -176,21 +181,23 @@ func newMailListCmd(e *env) *cobra.Command {
 	var status string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "list --status unknown|failed|pending|sending|held [--older-than D] [--template T] [--limit N] [--json]",
-		Short: "List the mails of one status, oldest change first (the keys to reconcile, resend or look into)",
+		Use:   "list --status unknown|failed|pending|sending|held | --unconfirmed [--older-than D] [--template T] [--limit N] [--json]",
+		Short: "List the mails of one status, oldest change first, or the sent mails whose delivery is unconfirmed, oldest send first",
 		Example: "  mailsvc mail list --status unknown --older-than 1h\n" +
-			"  mailsvc mail list --status failed --template order_confirmed --limit 500 --json",
+			"  mailsvc mail list --status failed --template order_confirmed --limit 500 --json\n" +
+			"  mailsvc mail list --unconfirmed --json",
 		Args: cobra.NoArgs,
 		RunE: func(_ *cobra.Command, _ []string) error {
 			f.Status = mailtype.Status(status)
-			if !slices.Contains(store.ListableStatuses, f.Status) {
-				return &ExitError{Code: 1, Err: fmt.Errorf("--status must be one of %v, got %q (sent and cancelled mails are not listed)", store.ListableStatuses, status)}
-			}
-			if f.Limit <= 0 || f.OlderThan < 0 {
-				return &ExitError{Code: 1, Err: errors.New("--limit must be positive and --older-than not negative")}
+			if err := checkListFlags(f); err != nil {
+				return err
 			}
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
 				mails, more, err := st.ListMails(e.ctx, f)
+				if errors.Is(err, store.ErrUnconfirmedOff) {
+					return &ExitError{Code: 1, Err: fmt.Errorf("%w (mail.delivery_confirm_after is %s; resend reports with webhooks.resend_secret set, smtp with bounces.address and SUCCESS in bounces.notify)",
+						store.ErrUnconfirmedOff, cfg.Mail.DeliveryConfirmAfter)}
+				}
 				if err != nil {
 					return storeError(cfg, "", err)
 				}
@@ -204,13 +211,26 @@ func newMailListCmd(e *env) *cobra.Command {
 			})
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", "", "required: unknown, failed, pending or sending")
-	cmd.Flags().DurationVar(&f.OlderThan, "older-than", 0, "only mails whose row last changed at least this long ago (e.g. 30m, 1h, 48h)")
+	cmd.Flags().StringVar(&status, "status", "", "unknown, failed, pending, sending or held (this or --unconfirmed)")
+	cmd.Flags().BoolVar(&f.Unconfirmed, "unconfirmed", false, "sent mails with no delivery or bounce report after mail.delivery_confirm_after")
+	cmd.Flags().DurationVar(&f.OlderThan, "older-than", 0, "only mails whose row last changed (with --unconfirmed: that were sent) at least this long ago (e.g. 30m, 1h, 48h)")
 	cmd.Flags().StringVar(&f.Template, "template", "", "only mails of this template (order_confirmed, order_cancelled)")
 	cmd.Flags().IntVar(&f.Limit, "limit", 100, "at most this many mails")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	_ = cmd.MarkFlagRequired("status")
+	cmd.MarkFlagsOneRequired("status", "unconfirmed")
+	cmd.MarkFlagsMutuallyExclusive("status", "unconfirmed")
 	return cmd
+}
+
+// checkListFlags returns the exit error of invalid `mail list` flags.
+func checkListFlags(f store.MailFilter) error {
+	if !f.Unconfirmed && !slices.Contains(store.ListableStatuses, f.Status) {
+		return &ExitError{Code: 1, Err: fmt.Errorf("--status must be one of %v, got %q (sent and cancelled mails are not listed; --unconfirmed lists the sent ones without a delivery report)", store.ListableStatuses, f.Status)}
+	}
+	if f.Limit <= 0 || f.OlderThan < 0 {
+		return &ExitError{Code: 1, Err: errors.New("--limit must be positive and --older-than not negative")}
+	}
+	return nil
 }
 
 func writeMailList(w io.Writer, mails []store.MailSummary) error {
