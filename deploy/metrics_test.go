@@ -125,6 +125,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
 		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
+		"MailsvcDeliveryUnconfirmed",
 	}
 	var got []string
 	for _, r := range rules {
