@@ -14,6 +14,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/stats"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
 	"github.com/mailsvc/mailsvc/internal/webhook"
@@ -149,6 +150,7 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 		require.Equal(t, store.DeliveryConfirm{After: config.DefaultDeliveryConfirmAfter}, rule,
 			"mail.delivery_confirm_after; by default no provider reports deliveries (no webhook secret, no VERP)")
 		require.False(t, rule.On())
+		require.Equal(t, config.Providers, stats.Providers, "the gauges are pre-set for every provider")
 	})
 	t.Run("smtp and templates", func(t *testing.T) {
 		s := smtpConfig(cfg)
