@@ -390,9 +390,3 @@ func (g *gate) resumedAt() time.Time {
 	}
 	return g.readAt.Add(g.state.ResumedAt.Sub(g.state.Now))
 }
-
-// reason is the reason of the provider's pause, "" when not paused.
-func (g *gate) reason() mailtype.PauseReason {
-	_, r, _ := g.pausedUntil()
-	return r
-}
