@@ -24,7 +24,8 @@ func TestDeliveryReporters(t *testing.T) {
 	}{
 		{"defaults", nil, nil},
 		{"resend webhooks", map[string]string{"MAILSVC_WEBHOOKS_RESEND_SECRET": secret}, []string{"resend"}},
-		{"verp without success", verp, nil},
+		{"verp with the default notify (success asked)", verp, []string{"smtp"}},
+		{"verp without success", merge(verp, map[string]string{"MAILSVC_BOUNCES_NOTIFY": "FAILURE,DELAY"}), nil},
 		{"success without verp", map[string]string{"MAILSVC_BOUNCES_NOTIFY": "SUCCESS,FAILURE"}, nil},
 		{"verp with success", merge(verp, map[string]string{"MAILSVC_BOUNCES_NOTIFY": "FAILURE, SUCCESS"}), []string{"smtp"}},
 		{"both", merge(verp, map[string]string{"MAILSVC_BOUNCES_NOTIFY": "SUCCESS", "MAILSVC_WEBHOOKS_RESEND_SECRET": secret}),

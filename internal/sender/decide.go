@@ -71,6 +71,13 @@ func (a attempt) resendIsSafe() bool {
 	return a.Window > 0 && a.Age < a.Window-IdempotencyMargin
 }
 
+// keyExpired reports whether an earlier send of the mail was ambiguous and
+// the idempotency key that covered it has expired (or is about to): no
+// further send is safe.
+func (a attempt) keyExpired() bool {
+	return a.Ambiguous > 0 && a.Window > 0 && !a.resendIsSafe()
+}
+
 // retryAmbiguous reports whether an ambiguous outcome is sent again:
 // always while a resend is safe, never once an idempotent provider's key
 // expired, else under the retry policy while the ambiguity budget lasts
@@ -137,6 +144,10 @@ func decide(err error, r Receipt, a attempt) verdict {
 		if reason != mailtype.ReasonIdempotencyReuse && a.retryAmbiguous() && a.Sends < a.MaxAttempts {
 			v.Record.Status, v.Record.RetryAfter = mailtype.StatusPending, retry
 		}
+	case a.keyExpired():
+		// The key that covered the earlier ambiguous send has expired (or
+		// is about to): no further send is safe, whatever this answer.
+		v.Record.Status, v.Record.IfCancelRequested = mailtype.StatusUnknown, mailtype.StatusUnknown
 	case a.Ambiguous > 0 && (class == mailtype.Permanent || a.Sends >= a.MaxAttempts):
 		// An earlier send may have delivered the mail: this refusal proves
 		// nothing about it, so the mail ends unknown, never failed.

@@ -190,6 +190,8 @@ func TestUnansweredInsideTheKeyWindow(t *testing.T) {
 
 	v = decide(unsent, Receipt{}, resendAttempt(3, 23*time.Hour+time.Minute))
 	require.Equal(t, mailtype.StatusFailed, v.Record.Status, "past the window a 5xx spends, and exhausts")
+	v = decide(unsent, Receipt{}, withAmbiguous(resendAttempt(1, 23*time.Hour+30*time.Minute), 1))
+	require.Equal(t, mailtype.StatusUnknown, v.Record.Status, "an earlier ambiguous send whose key expired: no further send")
 
 	inProgress := &ProviderError{Trouble: TroubleInProgress, After: 2 * time.Second,
 		Err: mailtype.NewError(mailtype.Transient, mailtype.ReasonDeferred, errors.New("409"))}

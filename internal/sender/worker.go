@@ -379,13 +379,16 @@ func (p *Pool) outcome(g *gate, j *job, st store.Started, rp reply) verdict {
 		run = g.failure(trouble, mailtype.Sanitize(err.Error(), p.cfg.Secrets...))
 	}
 	v := decide(err, rp.r, a)
+	// A send that may have delivered the mail is only sent again under
+	// the ambiguous rules (decide), never as the provider's trouble.
+	unsent := a.resendIsSafe() || (mailtype.ClassOf(err) != mailtype.Ambiguous && !a.keyExpired())
 	switch {
-	case j.probe == g && trouble != "" && trouble != TroubleInProgress:
+	case j.probe == g && trouble != "" && trouble != TroubleInProgress && unsent:
 		v = p.outageVerdict(g, err, a)
 	case atCap:
 		v = unspentVerdict(err, a, time.Second)
 		v.atCap = true
-	case providerWide(trouble, run, g) && (mailtype.ClassOf(err) != mailtype.Ambiguous || a.resendIsSafe()):
+	case providerWide(trouble, run, g) && unsent:
 		v = p.outageVerdict(g, err, a)
 	}
 	if v.Outcome == OutcomeUnanswered {

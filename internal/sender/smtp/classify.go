@@ -107,7 +107,10 @@ var tlsKeys = tlsconfig.KeysOf("smtp")
 // Another provider may take the mail (Reroutable).
 func dialError(ctx context.Context, reason mailtype.Reason, phase string, err error) *mailtype.Error {
 	var explained *tlsconfig.Explained
-	if ctx.Err() != nil {
+	var ne net.Error
+	if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
+		// A dial under ctx's deadline can return its i/o timeout a moment
+		// before ctx itself reports the deadline.
 		reason = mailtype.ReasonTimeout
 	} else if err = tlsconfig.Explain(err, tlsKeys); errors.As(err, &explained) {
 		reason = mailtype.ReasonTLS
