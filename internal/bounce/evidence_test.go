@@ -1,34 +1,22 @@
 package bounce_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/bounce"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
-	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 // unknownBySMTP writes a mail to `to` whose SMTP send lost its reply to
 // the message data and ended unknown, and returns its id.
 func (h *harness) unknownBySMTP(t *testing.T, order, to string) int64 {
 	t.Helper()
-	ctx := context.Background()
-	id, err := storetest.InsertPending(ctx, h.sc.Store, storetest.Mail{OrderID: order, ToEmail: to})
-	require.NoError(t, err)
-	got, err := h.sc.Store.ClaimMails(ctx, store.ClaimParams{Limit: 1, Lease: time.Minute, Worker: "test"})
-	require.NoError(t, err)
-	require.Len(t, got, 1)
-	res, err := h.sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: got[0].Fence, Outcome: store.Outcome{
-		Status: mailtype.StatusUnknown, Provider: "smtp", ErrorClass: mailtype.Ambiguous, ErrorReason: mailtype.ReasonTimeout,
-		Error: "the reply to the message data was lost", Ambiguous: true}}})
-	require.NoError(t, err)
-	require.Equal(t, mailtype.StatusUnknown, res[0].Status)
-	return id
+	return h.finishedBySMTP(t, order, to, store.Outcome{Status: mailtype.StatusUnknown, Provider: "smtp",
+		ErrorClass: mailtype.Ambiguous, ErrorReason: mailtype.ReasonTimeout,
+		Error: "the reply to the message data was lost", Ambiguous: true})
 }
 
 // Delivery status notifications settle unknown SMTP mails (RFC 3464

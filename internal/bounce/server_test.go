@@ -52,16 +52,24 @@ func newHarness(t *testing.T, cfg bounce.Config) *harness {
 // returns its id.
 func (h *harness) sentBySMTP(t *testing.T, order, to string) int64 {
 	t.Helper()
+	return h.finishedBySMTP(t, order, to, store.Outcome{Status: mailtype.StatusSent, Provider: "smtp",
+		ProviderMessageID: "2.0.0 Ok: queued as " + order})
+}
+
+// finishedBySMTP writes a mail to `to`, claims it and records outcome as
+// its SMTP send's, checks the status it got, and returns its id.
+func (h *harness) finishedBySMTP(t *testing.T, order, to string, outcome store.Outcome) int64 {
+	t.Helper()
 	ctx := context.Background()
 	id, err := storetest.InsertPending(ctx, h.sc.Store, storetest.Mail{OrderID: order, ToEmail: to})
 	require.NoError(t, err)
 	got, err := h.sc.Store.ClaimMails(ctx, store.ClaimParams{Limit: 1, Lease: time.Minute, Worker: "test"})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	res, err := h.sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: got[0].Fence,
-		Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp", ProviderMessageID: "2.0.0 Ok: queued as " + order}}})
+	res, err := h.sc.Store.FinishAttempts(ctx, []store.Attempt{{Fence: got[0].Fence, Outcome: outcome}})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
+	require.Equal(t, outcome.Status, res[0].Status)
 	return id
 }
 
