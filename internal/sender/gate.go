@@ -66,8 +66,13 @@ type gate struct {
 	// provider's cap of sessions, not an outage.
 	live atomic.Int64
 
-	mu      sync.Mutex
-	state   store.ProviderState
+	mu    sync.Mutex
+	state store.ProviderState
+	// writes counts this replica's writes of the shared state, started so
+	// far: a refresh that overlapped one may have read the row before the
+	// write committed, so its older view is dropped (the write's own
+	// answer is newer), lest a breaker just opened look closed.
+	writes  uint64
 	readAt  time.Time // local time of the read of state
 	slots   []time.Time
 	filling chan struct{} // closed when the running refill is done
@@ -127,7 +132,17 @@ func (g *gate) paused() bool {
 // observe takes a state read at local time at as the gate's view, logs
 // the transitions it shows and sets mailsvc_provider_paused.
 func (g *gate) observe(st store.ProviderState, at time.Time) {
+	g.observeRead(st, at, 0, false)
+}
+
+// observeRead is observe for a read that began when the gate had started
+// gen writes: with checked set, it is dropped when a write started since.
+func (g *gate) observeRead(st store.ProviderState, at time.Time, gen uint64, checked bool) {
 	g.mu.Lock()
+	if checked && g.writes != gen {
+		g.mu.Unlock()
+		return
+	}
 	was, wasReason, _ := g.pausedLocked(at)
 	g.state, g.readAt = st, at
 	now, reason, until := g.pausedLocked(at)
@@ -162,12 +177,22 @@ func (g *gate) observe(st store.ProviderState, at time.Time) {
 
 // refresh reads the shared state.
 func (g *gate) refresh(ctx context.Context) error {
+	g.mu.Lock()
+	gen := g.writes
+	g.mu.Unlock()
 	st, err := g.st.ProviderState(ctx, g.name)
 	if err != nil {
 		return err
 	}
-	g.observe(st, time.Now())
+	g.observeRead(st, time.Now(), gen, true)
 	return nil
+}
+
+// wrote records that a write of the shared state starts (gate.writes).
+func (g *gate) wrote() {
+	g.mu.Lock()
+	g.writes++
+	g.mu.Unlock()
 }
 
 // slot returns the local time the next send may start at, reserving a
@@ -256,6 +281,7 @@ func (g *gate) refill(ctx context.Context, n int, probe bool) error {
 func (g *gate) take(ctx context.Context, n int, probe bool) ([]time.Time, error) {
 	sctx, cancel := context.WithTimeout(ctx, g.cfg.DBTimeout)
 	defer cancel()
+	g.wrote()
 	res, err := g.st.TakeSendSlots(sctx, g.name, n, g.interval, probe)
 	if err != nil {
 		return nil, err
@@ -279,6 +305,7 @@ func (g *gate) take(ctx context.Context, n int, probe bool) ([]time.Time, error)
 func (g *gate) db(what string, f func(context.Context) (store.ProviderState, error)) (store.ProviderState, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DBTimeout)
 	defer cancel()
+	g.wrote()
 	st, err := f(ctx)
 	if err != nil {
 		g.log.Warn("provider state: "+what+" not shared with other replicas (the database refused it)", "error", err)

@@ -1,0 +1,52 @@
+package sender
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// racingStore answers a read of the provider state with the state before
+// the breaker opened, and only after the test lets it: the read began
+// before the write that opens the breaker committed.
+type racingStore struct {
+	ProviderStore
+	reading, release chan struct{}
+}
+
+func (s *racingStore) ProviderState(context.Context, string) (store.ProviderState, error) {
+	close(s.reading)
+	<-s.release
+	return store.ProviderState{Provider: "smtp", Failures: 2, Now: time.Now()}, nil
+}
+
+func (s *racingStore) CountProviderFailure(context.Context, string, int, time.Duration, string) (store.ProviderState, bool, error) {
+	now := time.Now()
+	return store.ProviderState{Provider: "smtp", Reason: mailtype.PauseBreaker, PausedAt: now, PausedUntil: now.Add(time.Second),
+		Failures: 3, Now: now}, true, nil
+}
+
+// A refresh that read the shared state before this replica's own write
+// opened the breaker must not close it again in the local view: the
+// worker would send the next mail as if the provider were healthy.
+func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
+	st := &racingStore{reading: make(chan struct{}), release: make(chan struct{})}
+	g := &gate{name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		cfg: Config{DBTimeout: time.Second, BreakerThreshold: 3, BreakerProbe: time.Second}}
+	done := make(chan error)
+	go func() { done <- g.refresh(context.Background()) }()
+	<-st.reading
+	require.Equal(t, 3, g.failure(TroubleConfig, "535 5.7.8 authentication failed"))
+	require.True(t, g.paused(), "the write opened the breaker")
+	close(st.release)
+	require.NoError(t, <-done)
+	require.True(t, g.paused(), "the older read is dropped")
+	require.Equal(t, 3, g.state.Failures)
+}
