@@ -28,6 +28,7 @@ var metricNameRE = regexp.MustCompile(`\bmailsvc_[a-zA-Z0-9_]+`)
 
 // alertRule is one rule of alerts.yaml.
 type alertRule struct {
+	Record      string            `yaml:"record"`
 	Alert       string            `yaml:"alert"`
 	Expr        string            `yaml:"expr"`
 	Labels      map[string]string `yaml:"labels"`
@@ -100,7 +101,7 @@ func referencedMetrics(t *testing.T) map[string]string {
 		}
 	}
 	for _, r := range alertRules(t) {
-		add("alerts.yaml "+r.Alert, r.Expr)
+		add("alerts.yaml "+r.Alert+r.Record, r.Expr)
 		for _, a := range r.Annotations {
 			add("alerts.yaml "+r.Alert+" annotations", a)
 		}
@@ -125,17 +126,23 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
 		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
-		"MailsvcDeliveryUnconfirmed",
+		"MailsvcDeliveryUnconfirmed", "MailsvcDeliveryObjectiveFastBurn", "MailsvcDeliveryObjectiveSlowBurn",
 	}
 	var got []string
 	for _, r := range rules {
+		if r.Record != "" {
+			require.True(t, strings.HasPrefix(r.Record, "mailsvc:") && metricNameRE.MatchString(r.Expr),
+				"recording rule %s: named mailsvc:..., computed from mailsvc's metrics", r.Record)
+			continue
+		}
 		got = append(got, r.Alert)
 		require.Contains(t, []string{"warning", "critical"}, r.Labels["severity"], r.Alert)
 		for _, a := range []string{"summary", "description", "runbook"} {
 			require.NotEmpty(t, r.Annotations[a], "%s has a %s annotation", r.Alert, a)
 		}
-		require.True(t, metricNameRE.MatchString(r.Expr) || strings.Contains(r.Expr, `up{job="mailsvc"}`),
-			"%s uses mailsvc's metrics (or its scrape job's up)", r.Alert)
+		require.True(t, metricNameRE.MatchString(r.Expr) || strings.Contains(r.Expr, "mailsvc:") ||
+			strings.Contains(r.Expr, `up{job="mailsvc"}`),
+			"%s uses mailsvc's metrics, their recording rules (or its scrape job's up)", r.Alert)
 	}
 	require.ElementsMatch(t, want, got)
 }
