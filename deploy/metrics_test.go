@@ -127,6 +127,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
 		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
 		"MailsvcDeliveryUnconfirmed", "MailsvcDeliveryObjectiveFastBurn", "MailsvcDeliveryObjectiveSlowBurn",
+		"MailsvcTableBloated", "MailsvcReplicationLagHigh",
 	}
 	var got []string
 	for _, r := range rules {

@@ -41,6 +41,15 @@ type Analyzer interface {
 	AnalyzeStale(ctx context.Context) ([]string, error)
 }
 
+// HealthSource is a Source that also reports the database's health
+// (*store.Store does: DBHealth). The Collector reads it with every
+// refresh.
+type HealthSource interface {
+	// DBHealth reads the statistics of mailsvc's tables and the lag of
+	// the primary's standbys.
+	DBHealth(ctx context.Context) (store.DBHealth, error)
+}
+
 // DefaultAnalyzeInterval is how often an Analyzer source is asked to
 // analyze stale tables: the check is one read of the statistics views.
 const DefaultAnalyzeInterval = time.Second
@@ -70,6 +79,8 @@ type Metrics struct {
 	LastRefresh prometheus.Gauge
 	// RefreshErrors counts refreshes that failed (database unreachable).
 	RefreshErrors prometheus.Counter
+	// DB are the database health gauges (HealthSource).
+	DB *DBMetrics
 }
 
 // NewMetrics registers the gauges on reg, with mailsvc_mails pre-set to 0
@@ -109,6 +120,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Mails, m.OldestPendingAge, m.OutboxPending, m.OutboxOldestAge, m.OutboxDead, m.LastRefresh, m.RefreshErrors,
 		m.Unconfirmed, m.UnconfirmedRecent)
+	m.DB = newDBMetrics(reg)
 	return m
 }
 
@@ -252,6 +264,17 @@ func (c *Collector) Refresh(ctx context.Context) {
 		return
 	}
 	c.m.set(st, time.Now())
+	if hs, ok := c.src.(HealthSource); ok {
+		h, err := hs.DBHealth(qctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.m.RefreshErrors.Inc()
+				c.log.Warn("refresh database health gauges", "error", err)
+			}
+			return
+		}
+		c.m.DB.set(h)
+	}
 }
 
 func (c *Collector) compact(ctx context.Context) {

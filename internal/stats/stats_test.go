@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -67,6 +68,8 @@ func TestEveryGaugeIsPreInitialised(t *testing.T) {
 		"mailsvc_outbox_oldest_age_seconds": 1, "mailsvc_outbox_dead": 1,
 		"mailsvc_stats_last_refresh_timestamp_seconds": 1, "mailsvc_stats_refresh_errors_total": 1,
 		"mailsvc_mails_delivery_unconfirmed": 2, "mailsvc_mails_delivery_unconfirmed_recent": 2,
+		"mailsvc_db_table_size_bytes": len(store.HealthTables), "mailsvc_db_table_live_tuples": len(store.HealthTables),
+		"mailsvc_db_table_dead_tuples": len(store.HealthTables),
 	}, got)
 }
 
@@ -271,4 +274,25 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A refresh reads the tables' statistics from the real server: mail's
+// 30 rows and size, and its vacuum's age once one ran.
+func TestRefreshSetsDatabaseHealthGauges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.sc.Exec(t, `INSERT INTO mail (dedupe_key, order_id, template, status)
+		SELECT 'h' || g, g::text, 'order_confirmed', 'sent' FROM generate_series(1, 30) g`)
+	b.sc.Exec(t, `VACUUM mail`)
+	c := stats.New(b.sc.Store, b.m, b.logger(), stats.Options{Interval: time.Hour, Timeout: 10 * time.Second})
+	// A backend's table counters reach the statistics views within a second.
+	require.Eventually(t, func() bool {
+		c.Refresh(context.Background())
+		return val(b.m.DB.LiveTuples.WithLabelValues("mail")) == 30
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Equal(t, 0.0, val(b.m.RefreshErrors))
+	require.Positive(t, val(b.m.DB.TableSize.WithLabelValues("mail")))
+	require.Equal(t, 1, testutil.CollectAndCount(b.m.DB.VacuumAge), "only mail was vacuumed")
+	require.InDelta(t, 0, val(b.m.DB.VacuumAge.WithLabelValues("mail")), 60)
+	require.Equal(t, 0, testutil.CollectAndCount(b.m.DB.ReplicationLag), "no standby streams from the test server")
 }

@@ -50,7 +50,7 @@ const (
 var MarkArgs = markArgs
 
 // ExplainForTest returns the plan of q for args on one of the pool's
-// sessions, which prefer generic plans (preferGenericPlans).
+// sessions, which prefer generic plans (sessionSettings).
 func (s *Store) ExplainForTest(ctx context.Context, q string, args ...any) (string, error) {
 	rows, err := s.pool.Query(ctx, "EXPLAIN "+q, args...)
 	if err != nil {

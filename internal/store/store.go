@@ -8,6 +8,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,7 +73,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
-	preferGenericPlans(cfg)
+	sessionSettings(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
@@ -88,33 +90,61 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		accountSuppression: o.AccountSuppression, transient: o.Transient, confirm: o.DeliveryConfirm}, nil
 }
 
-// preferGenericPlans sets plan_cache_mode = force_generic_plan on the
+// IdleInTransactionTimeout is mailsvc's idle_in_transaction_session_timeout:
+// a session of the pool that sits inside a transaction for longer, with no
+// statement running (a process frozen between two statements, a bug that
+// leaks a transaction), is ended by the server, which rolls the
+// transaction back and frees its locks and its hold on vacuum. mailsvc
+// never waits inside a transaction (a provider call runs between two
+// transactions, docs/design.md), so the timeout only fires on such a
+// fault; the caller then sees a connection error (transient: the work is
+// retried, and pgx's pool replaces the connection). 60 s is far above any
+// pause between two statements of one transaction.
+const IdleInTransactionTimeout = time.Minute
+
+// sessionSettings sets, once per new connection (AfterConnect), on the
 // sessions of a pool that prepares its statements (pgx's default
-// cache_statement mode): each statement is then planned once per
-// connection (again after an ANALYZE, see AnalyzeStale) instead of at
-// every execution. PostgreSQL's default picks a custom plan whenever the
-// generic one looks costlier, which for the array-driven hot statements
-// (claims, outcome writes, marks) was every time: measured, planning the
-// outcome write cost 2.9 ms per execution, more than executing it. A pool
-// in another mode (a transaction pooler: simple_protocol, exec,
-// describe_exec) prepares nothing, so nothing is set there: a session
-// setting would leak to the pooler's other clients. The setting is a SET
-// once per new connection (AfterConnect), not a startup parameter:
-// PgBouncer, which serves prepared statements in session mode, refuses a
-// connection whose startup packet carries a parameter it does not know.
-// A plan_cache_mode in the URL is the operator's choice and stays.
-func preferGenericPlans(cfg *pgxpool.Config) {
+// cache_statement mode):
+//   - plan_cache_mode = force_generic_plan: each statement is then planned
+//     once per connection (again after an ANALYZE, see AnalyzeStale)
+//     instead of at every execution. PostgreSQL's default picks a custom
+//     plan whenever the generic one looks costlier, which for the
+//     array-driven hot statements (claims, outcome writes, marks) was
+//     every time: measured, planning the outcome write cost 2.9 ms per
+//     execution, more than executing it;
+//   - idle_in_transaction_session_timeout = IdleInTransactionTimeout, the
+//     safety net against a transaction left open.
+//
+// A pool in another mode (a transaction pooler: simple_protocol, exec,
+// describe_exec) sets nothing: a session setting would leak to the
+// pooler's other clients (set the timeout on the role there: ALTER ROLE
+// ... SET idle_in_transaction_session_timeout = '60s'). The settings are a
+// SET, not startup parameters: PgBouncer, which serves prepared statements
+// in session mode, refuses a connection whose startup packet carries a
+// parameter it does not know. A setting given in the URL is the
+// operator's choice and stays.
+func sessionSettings(cfg *pgxpool.Config) {
 	c := cfg.ConnConfig
 	if c.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return
 	}
-	if _, set := c.RuntimeParams["plan_cache_mode"]; set {
+	var sets []string
+	for _, p := range []struct{ name, value string }{
+		{"plan_cache_mode", "force_generic_plan"},
+		{"idle_in_transaction_session_timeout", fmt.Sprintf("%d", IdleInTransactionTimeout.Milliseconds())},
+	} {
+		if _, set := c.RuntimeParams[p.name]; !set {
+			sets = append(sets, "SET "+p.name+" = "+p.value)
+		}
+	}
+	if len(sets) == 0 {
 		return
 	}
 	next := cfg.AfterConnect
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
-		if _, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
-			return fmt.Errorf("set plan_cache_mode: %w", err)
+		// One round trip: the simple protocol runs both statements.
+		if _, err := conn.PgConn().Exec(ctx, strings.Join(sets, "; ")).ReadAll(); err != nil {
+			return fmt.Errorf("session settings (%s): %w", strings.Join(sets, "; "), err)
 		}
 		if next != nil {
 			return next(ctx, conn)
