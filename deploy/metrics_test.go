@@ -185,6 +185,7 @@ func TestMetricNamesExported(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		missing = missingMetrics(scrapeFamilies(t, "http://"+addr+"/metrics"), refs)
+		missing = slices.DeleteFunc(missing, func(m string) bool { return absentHere[strings.Fields(m)[0]] })
 		if len(missing) == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -192,6 +193,10 @@ func TestMetricNamesExported(t *testing.T) {
 	}
 	require.Empty(t, missing, "metrics named by the alerts or the dashboard that `mailsvc serve` does not export")
 }
+
+// absentHere are the metrics that have no series until what they measure
+// exists, which it does not on the test's server: a streaming standby.
+var absentHere = map[string]bool{"mailsvc_db_replication_lag_seconds": true}
 
 // missingMetrics lists the names of refs the exposition families lacks, with where they
 // were named, one per family.
