@@ -3,7 +3,12 @@ package operator
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
 
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -29,6 +34,9 @@ type Actions struct {
 	// ReplayDLQ replays the dead-letter queue (dryRun: only counts); nil
 	// where no broker is configured, and the action is refused.
 	ReplayDLQ func(ctx context.Context, dryRun bool) (string, error)
+	// DeadLetterQueue names the queue ReplayDLQ empties, the target of
+	// its audit rows; "" reads "dead-letter queue".
+	DeadLetterQueue string
 }
 
 // Result is what an action did (or, dry, would do), in one sentence, and
@@ -52,37 +60,119 @@ const (
 	KindUnavailable             // the database or broker: exit 5, 503
 )
 
-// KindOf returns the kind of err.
-func KindOf(err error) Kind { return KindOther }
-
-var errNotImplemented = errors.New("not implemented")
-
-// Resend sends a new copy of the mail key (store.Resend's rules).
-func (a *Actions) Resend(ctx context.Context, who Actor, key, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
+// KindOf returns the kind of err: KindInvalid for an *InputError (or an
+// address the store refuses), KindNotFound for a mail, suppression entry
+// or provider that does not exist (store.ErrNotFound, ErrNoProvider),
+// KindRefused for a state that forbids the action (*store.StateError,
+// ErrNoBroker), KindUnavailable for a database that failed
+// (mailtype.ReasonDatabase), KindOther for anything else and nil.
+func KindOf(err error) Kind {
+	switch {
+	case err == nil:
+		return KindOther
+	case errors.Is(err, ErrInvalidInput), errors.Is(err, store.ErrInvalidAddress):
+		return KindInvalid
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoProvider):
+		return KindNotFound
+	case errors.Is(err, store.ErrWrongState), errors.Is(err, ErrNoBroker):
+		return KindRefused
+	case mailtype.ReasonOf(err) == mailtype.ReasonDatabase:
+		return KindUnavailable
+	}
+	return KindOther
 }
 
-// Reconcile settles the unknown mail key as delivered or not.
-func (a *Actions) Reconcile(ctx context.Context, who Actor, key string, delivered bool, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
+// ErrNoProvider is wrapped by the refusal of a provider name other than
+// smtp and resend.
+var ErrNoProvider = errors.New("no such provider")
+
+// ErrNoBroker refuses a dead-letter replay where no broker is configured
+// (Actions.ReplayDLQ is nil).
+var ErrNoBroker = errors.New("no broker configured to replay the dead-letter queue from")
+
+// ErrNoReason refuses an action through the console or the API without a
+// reason: the audit log keeps why. The CLI may omit it (scripts written
+// before the audit log); its rows then read "(no reason given)".
+var ErrNoReason = errors.New("a reason is required: say why, for the audit log")
+
+// The actions as the audit log names them (AuditEntry.Action).
+const (
+	ActionResend         = "resend"
+	ActionReconcile      = "reconcile"
+	ActionProviderResume = "provider-resume"
+	ActionSuppress       = "suppression-add"
+	ActionUnsuppress     = "suppression-remove"
+	ActionDLQReplay      = "dlq-replay"
+)
+
+// act is one action's frame: what, on what, why.
+type act struct {
+	who     Actor
+	name    string
+	target  string // as given; normalised by norm
+	reason  string
+	dryRun  bool
+	norm    func(string) (string, error) // nil: taken as given
+	mailKey bool                         // the target is a dedupe key: the row appears on the mail
 }
 
-// ResumeProvider ends the provider's pause now.
-func (a *Actions) ResumeProvider(ctx context.Context, who Actor, provider, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
+// auditTimeout bounds writing an audit row.
+const auditTimeout = 10 * time.Second
+
+// run normalises x's target, refuses a missing reason, runs do on the
+// normalised target and, unless dry, writes one audit row with the
+// outcome: done, refused (bad input, not found, a state that forbids it)
+// or failed (the database, anything unexpected), the error's text as its
+// detail. An action that succeeded but whose row could not be written
+// returns its result and an error saying so (KindUnavailable).
+func (a *Actions) run(ctx context.Context, x act, do func(target string) (Result, error)) (Result, error) {
+	if !slices.Contains([]string{store.ViaCLI, store.ViaConsole, store.ViaAPI}, x.who.Via) || strings.TrimSpace(x.who.Name) == "" {
+		return Result{}, fmt.Errorf("%s: actor %q via %q: a name and cli, console or api are required", x.name, x.who.Name, x.who.Via)
+	}
+	x.reason = strings.TrimSpace(x.reason)
+	target, err := x.target, error(nil)
+	if x.norm != nil {
+		target, err = x.norm(x.target)
+	}
+	var res Result
+	switch {
+	case err != nil:
+		target, x.mailKey = x.target, false
+	case !x.dryRun && x.reason == "" && x.who.Via != store.ViaCLI:
+		err = &InputError{Problem: ErrNoReason.Error(), Err: ErrNoReason}
+	default:
+		res, err = do(target)
+	}
+	if x.dryRun {
+		return res, err
+	}
+	return a.audit(ctx, x, target, res, err)
 }
 
-// Suppress adds address to the suppression list.
-func (a *Actions) Suppress(ctx context.Context, who Actor, address, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
-}
-
-// Unsuppress removes address from the suppression list.
-func (a *Actions) Unsuppress(ctx context.Context, who Actor, address, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
-}
-
-// ReplayDeadLetters replays the dead-letter queue.
-func (a *Actions) ReplayDeadLetters(ctx context.Context, who Actor, reason string, dryRun bool) (Result, error) {
-	return Result{}, errNotImplemented
+// audit writes the row of an action that ran (or was refused) with res
+// and err.
+func (a *Actions) audit(ctx context.Context, x act, target string, res Result, err error) (Result, error) {
+	e := store.AuditEntry{Actor: strings.TrimSpace(x.who.Name), Via: x.who.Via, Action: x.name, Target: target,
+		Reason: x.reason, Result: store.AuditDone, Detail: res.Summary}
+	if x.mailKey && !errors.Is(err, store.ErrNotFound) {
+		e.DedupeKey = target
+	}
+	if err != nil {
+		e.Result, e.Detail = store.AuditFailed, err.Error()
+		if k := KindOf(err); k == KindInvalid || k == KindNotFound || k == KindRefused {
+			e.Result = store.AuditRefused
+		}
+	}
+	// The action is done (or refused) whatever the caller does next: its
+	// row is written even when the caller's context ends now.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	rec, aerr := a.Store.RecordAudit(wctx, e)
+	switch {
+	case aerr == nil:
+		res.Audit = rec
+	case err == nil:
+		return res, fmt.Errorf("%s; but its audit row could not be written: %w", res.Summary, aerr)
+	}
+	return res, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -39,6 +40,46 @@ func ReadKeys(r io.Reader) ([]string, error) {
 	return keys, nil
 }
 
+// KeyLine is one key of a `--from` file: its line number (from 1), the
+// key normalised by Key, or, when the line cannot be a key, the line as
+// read (space around it removed) and Err, the *InputError saying why.
+type KeyLine struct {
+	Line int
+	Key  string
+	Err  error
+}
+
+// ReadKeyLines reads dedupe keys, one a line, for `mailsvc mail reconcile
+// --from`: a byte-order mark at the start of the file is dropped, each
+// line is normalised by Key (space around it, no-break space included,
+// removed), and empty lines and lines starting with # are skipped. A line
+// that cannot be a key (not UTF-8, a control character, over-long) is
+// returned with its Err, so that the keys after it are still done. It
+// returns the keys in file order, duplicates included, or the read error.
+func ReadKeyLines(r io.Reader) ([]KeyLine, error) {
+	var keys []KeyLine
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		if n == 1 {
+			line = strings.TrimPrefix(line, "\uFEFF")
+		}
+		trimmed := strings.TrimFunc(line, isSpace)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		k, err := Key(trimmed)
+		if err != nil {
+			k = trimmed
+		}
+		keys = append(keys, KeyLine{Line: n, Key: k, Err: err})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read keys: %w", err)
+	}
+	return keys, nil
+}
+
 // Outcome says what happened to one key of a bulk reconcile.
 type Outcome string
 
@@ -49,6 +90,9 @@ const (
 	NotFound Outcome = "not_found"
 	// Refused: the mail is not unknown (a *store.StateError).
 	Refused Outcome = "refused"
+	// Invalid: the key cannot be a key (an *InputError): nothing was
+	// looked up; the run goes on.
+	Invalid Outcome = "invalid"
 	// Duplicate: the key came earlier in the list; it is done once.
 	Duplicate Outcome = "duplicate"
 	// Failed: the database failed on this key (unreachable, or refused
@@ -73,7 +117,7 @@ type Summary map[Outcome]int
 
 // OK reports whether every key was reconciled or was a duplicate.
 func (s Summary) OK() bool {
-	return s[NotFound]+s[Refused]+s[Failed]+s[Skipped] == 0
+	return s[NotFound]+s[Refused]+s[Failed]+s[Skipped]+s[Invalid] == 0
 }
 
 // ReconcileKeys settles keys in order, one transaction each (the logic of
@@ -82,7 +126,8 @@ func (s Summary) OK() bool {
 // rolls back). It calls report once per key, in order, as soon as that key
 // is done. A key not found or refused does not stop the run; a database
 // failure does (the keys after it are Skipped), since every further key
-// would fail the same way. A key repeated in keys is done once.
+// would fail the same way; so does a key that is not one (Invalid). A key
+// repeated in keys is done once.
 func ReconcileKeys(ctx context.Context, r Reconciler, keys []string, delivered, dryRun bool, report func(KeyResult)) Summary {
 	sum := Summary{}
 	seen := make(map[string]bool, len(keys))
@@ -90,7 +135,7 @@ func ReconcileKeys(ctx context.Context, r Reconciler, keys []string, delivered, 
 	for _, k := range keys {
 		res := KeyResult{Key: k}
 		switch {
-		case seen[k]:
+		case seen[k] && utf8.ValidString(k):
 			res.Outcome = Duplicate
 		case stopped:
 			res.Outcome = Skipped
@@ -115,6 +160,8 @@ func reconcileOne(ctx context.Context, r Reconciler, key string, delivered, dryR
 	switch {
 	case err == nil:
 		return KeyResult{Key: key, Outcome: Reconciled, Result: got}
+	case errors.Is(err, ErrInvalidInput):
+		return KeyResult{Key: key, Outcome: Invalid, Err: err}
 	case errors.Is(err, store.ErrNotFound):
 		return KeyResult{Key: key, Outcome: NotFound, Err: err}
 	case errors.As(err, &se):
@@ -125,7 +172,8 @@ func reconcileOne(ctx context.Context, r Reconciler, key string, delivered, dryR
 
 // ReconcileLine is the line `mailsvc mail reconcile` prints for one key,
 // starting with the key: its new status and the event written, or what a
-// dry run would do, or why nothing was done.
+// dry run would do, or why nothing was done. The line of a key that is
+// not one (Invalid) starts with "not reconciled:" and quotes it.
 func ReconcileLine(r KeyResult, dryRun bool) string {
 	switch r.Outcome {
 	case Reconciled:
@@ -134,6 +182,8 @@ func ReconcileLine(r KeyResult, dryRun bool) string {
 		return r.Key + " not reconciled: no mail has this dedupe key"
 	case Refused, Failed:
 		return r.Key + " not reconciled: " + strings.Join(strings.Fields(r.Err.Error()), " ")
+	case Invalid:
+		return "not reconciled: " + r.Err.Error()
 	case Duplicate:
 		return r.Key + " skipped: listed before, done once"
 	case Skipped:

@@ -24,6 +24,20 @@ func TestReadKeys(t *testing.T) {
 	require.ErrorContains(t, err, "disk on fire")
 }
 
+func TestReadKeyLines(t *testing.T) {
+	t.Parallel()
+	keys, err := operator.ReadKeyLines(strings.NewReader("\uFEFForder-confirmed:0\n# from mail list\norder-confirmed:1\n\n  order-confirmed:2 \r\n" +
+		"order-confirmed:1\u00A0\n#x\nbad\xffkey\norder-confirmed:3"))
+	require.NoError(t, err)
+	require.Len(t, keys, 6)
+	require.ErrorIs(t, keys[4].Err, operator.ErrInvalidInput)
+	keys[4].Err = nil
+	require.Equal(t, []operator.KeyLine{{Line: 1, Key: "order-confirmed:0"}, {Line: 3, Key: "order-confirmed:1"}, {Line: 5, Key: "order-confirmed:2"},
+		{Line: 6, Key: "order-confirmed:1"}, {Line: 8, Key: "bad\xffkey"}, {Line: 9, Key: "order-confirmed:3"}}, keys)
+	_, err = operator.ReadKeyLines(iotest.ErrReader(errors.New("disk on fire")))
+	require.ErrorContains(t, err, "disk on fire")
+}
+
 // fakeReconciler answers from a table of keys; a key not in it is not
 // found, and "db-down" fails as an unreachable database.
 type fakeReconciler struct {

@@ -1,0 +1,106 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// NoMailError is the refusal of a dedupe key no mail has. It wraps
+// store.ErrNotFound.
+func NoMailError(key string) error {
+	return fmt.Errorf("no mail has dedupe key %q (list an order's mails with `mailsvc mail show --order ID`): %w", key, store.ErrNotFound)
+}
+
+// mailError is the error of a store action on the mail key: a
+// *store.StateError as it is (its text is the refusal), ErrNotFound as
+// NoMailError, anything else unchanged.
+func mailError(key string, err error) error {
+	var se *store.StateError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.Is(err, store.ErrNotFound):
+		return NoMailError(key)
+	}
+	return err
+}
+
+// Resend sends a new copy of the mail key (store.Resend's rules: a sent
+// or failed mail, not of a cancelled order, not to a suppressed address,
+// no other mail of its resend family in flight). The key is normalised by
+// Key. Dry, it runs the same transaction and rolls it back
+// (store.ResendDryRun), so it refuses exactly alike and names the key the
+// copy would get. Result.NewKey is the copy's key. Errors: see KindOf.
+func (a *Actions) Resend(ctx context.Context, who Actor, key, reason string, dryRun bool) (Result, error) {
+	x := act{who: who, name: ActionResend, target: key, reason: reason, dryRun: dryRun, norm: Key, mailKey: true}
+	return a.run(ctx, x, func(key string) (Result, error) {
+		ns, err := a.Store.IdempotencyNamespace(ctx, a.Namespace)
+		if err != nil {
+			return Result{}, err
+		}
+		resend := a.Store.Resend
+		if dryRun {
+			resend = a.Store.ResendDryRun
+		}
+		newKey, err := resend(ctx, key, a.FromDomain, ns)
+		if err != nil {
+			return Result{}, mailError(key, err)
+		}
+		if dryRun {
+			return Result{NewKey: newKey, Summary: fmt.Sprintf("would create %s (pending) as a copy of %s (dry run: nothing changed)", newKey, key)}, nil
+		}
+		return Result{NewKey: newKey, Summary: fmt.Sprintf("created %s (pending) as a copy of %s; follow it with `mailsvc mail show %s`", newKey, key, newKey)}, nil
+	})
+}
+
+// Reconcile settles the unknown mail key as delivered or not
+// (store.Reconcile; dry, store.ReconcileDryRun, the same transaction
+// rolled back). The key is normalised by Key. Result.Summary is
+// ReconcileLine's line. Errors: see KindOf.
+func (a *Actions) Reconcile(ctx context.Context, who Actor, key string, delivered bool, reason string, dryRun bool) (Result, error) {
+	res, _, err := a.reconcile(ctx, who, key, delivered, reason, dryRun)
+	return res, err
+}
+
+func (a *Actions) reconcile(ctx context.Context, who Actor, key string, delivered bool, reason string, dryRun bool) (Result, store.ReconcileResult, error) {
+	var got store.ReconcileResult
+	x := act{who: who, name: ActionReconcile, target: key, reason: reason, dryRun: dryRun, norm: Key, mailKey: true}
+	res, err := a.run(ctx, x, func(key string) (Result, error) {
+		do := a.Store.Reconcile
+		if dryRun {
+			do = a.Store.ReconcileDryRun
+		}
+		var err error
+		if got, err = do(ctx, key, delivered); err != nil {
+			return Result{}, mailError(key, err)
+		}
+		return Result{Summary: ReconcileLine(KeyResult{Key: key, Outcome: Reconciled, Result: got}, dryRun)}, nil
+	})
+	return res, got, err
+}
+
+// Reconciler returns the Reconciler of ReconcileKeys that settles each key
+// through a.Reconcile: normalised, refused and audited as one `mailsvc
+// mail reconcile KEY` is, each key with its own audit row.
+func (a *Actions) Reconciler(who Actor, reason string) Reconciler {
+	return auditedReconciler{a: a, who: who, reason: reason}
+}
+
+type auditedReconciler struct {
+	a      *Actions
+	who    Actor
+	reason string
+}
+
+func (r auditedReconciler) Reconcile(ctx context.Context, key string, delivered bool) (store.ReconcileResult, error) {
+	_, got, err := r.a.reconcile(ctx, r.who, key, delivered, r.reason, false)
+	return got, err
+}
+
+func (r auditedReconciler) ReconcileDryRun(ctx context.Context, key string, delivered bool) (store.ReconcileResult, error) {
+	_, got, err := r.a.reconcile(ctx, r.who, key, delivered, r.reason, true)
+	return got, err
+}
