@@ -294,3 +294,30 @@ func TestServeTimeChecksAreConfigChecks(t *testing.T) {
 	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_DATABASE_URL": "host=h user=u dbname=d"})))
 	require.NoError(t, err, "a key=value connection string is valid")
 }
+
+func TestLoadReadOnlyNeedsOnlyTheDatabaseURL(t *testing.T) {
+	t.Parallel()
+	_, err := config.Load("", envOf(nil))
+	require.ErrorContains(t, err, "mail.from: is required", "the full config needs mail.from")
+
+	c, err := config.LoadReadOnly("", envOf(nil))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://postgres@127.0.0.1:5432/mailsvc?sslmode=disable", c.Database.URL.Reveal(), "the default")
+
+	file := filepath.Join(t.TempDir(), "ro.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("database:\n  url: postgres://file@db/mailsvc\nsmtp:\n  password_file: /nonexistent/secret\n"), 0o600))
+	c, err = config.LoadReadOnly(file, envOf(nil))
+	require.NoError(t, err, "secret files are not read")
+	require.Equal(t, "postgres://file@db/mailsvc", c.Database.URL.Reveal())
+	c, err = config.LoadReadOnly(file, envOf(map[string]string{"MAILSVC_DATABASE_URL": "postgres://env@db/mailsvc"}))
+	require.NoError(t, err)
+	require.Equal(t, "postgres://env@db/mailsvc", c.Database.URL.Reveal(), "the environment overrides the file")
+
+	_, err = config.LoadReadOnly(file, envOf(map[string]string{"MAILSVC_DATABASE_URL": ""}))
+	require.EqualError(t, err, "database.url: is required")
+	_, err = config.LoadReadOnly("", envOf(map[string]string{"MAILSVC_DATABASE_URL": "mysql://u:pw-Secret@db/x"}))
+	require.EqualError(t, err, "database.url: must be a postgres:// URL or a key=value connection string")
+	require.NoError(t, os.WriteFile(file, []byte("database:\n  ulr: x\n"), 0o600))
+	_, err = config.LoadReadOnly(file, envOf(nil))
+	require.ErrorContains(t, err, "unknown key database.ulr")
+}

@@ -15,7 +15,7 @@ var Providers = []string{"smtp", "resend"}
 // "delivery unconfirmed" (docs/design.md, "Delivery unconfirmed"). This is
 // the one place that decides it:
 //   - "resend": when the deployment takes Resend's webhooks (email.delivered,
-//     email.bounced), i.e. webhooks.resend_secret is set. webhooks.addr needs
+//     email.bounced), i.e. webhooks.resend_secret (or its file) is set. webhooks.addr needs
 //     it, and a process that only sends still has it when every process is
 //     given the same configuration.
 //   - "smtp": when bounces.notify asks for SUCCESS and bounces.address is
@@ -27,7 +27,7 @@ var Providers = []string{"smtp", "resend"}
 func (c *Config) ReportsDeliveries(provider string) bool {
 	switch provider {
 	case "resend":
-		return c.Webhooks.ResendSecret != ""
+		return c.Webhooks.ResendSecret != "" || c.Webhooks.ResendSecretFile != ""
 	case "smtp":
 		return c.Bounces.Address != "" && slices.ContainsFunc(strings.Split(c.Bounces.Notify, ","), func(w string) bool {
 			return strings.TrimSpace(w) == "SUCCESS"

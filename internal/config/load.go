@@ -39,6 +39,23 @@ func Keys() []string {
 // parameters of database.url; tls.go). The error names every offending
 // key; a file that cannot be read or holds an unknown key is an error.
 func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	c, err := decode(path, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	// What follows may quote a value; none may quote a secret.
+	if err := c.readSecretFiles(); err != nil {
+		return nil, c.Redactor().Error(err)
+	}
+	if err := errors.Join(c.Validate(), c.loadTLS(time.Now())); err != nil {
+		return nil, c.Redactor().Error(err)
+	}
+	return c, nil
+}
+
+// decode merges the defaults, the file at path and the environment, and
+// decodes them: Load's first step, and LoadReadOnly's.
+func decode(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	v := viper.New()
 	for k, d := range defaults {
 		v.SetDefault(k, d)
@@ -57,13 +74,6 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		rejectBareDuration, rejectLooseBool, rejectEmptyNumber, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
-	}
-	// What follows may quote a value; none may quote a secret.
-	if err := c.readSecretFiles(); err != nil {
-		return nil, c.Redactor().Error(err)
-	}
-	if err := errors.Join(c.Validate(), c.loadTLS(time.Now())); err != nil {
-		return nil, c.Redactor().Error(err)
 	}
 	return &c, nil
 }

@@ -97,13 +97,7 @@ const (
 )
 
 func (c *Config) validateConnections(bad func(string, string, ...any)) {
-	if db := c.Database.URL.Reveal(); db == "" {
-		bad("database.url", "is required")
-	} else if strings.Contains(db, "://") {
-		if u, err := url.Parse(db); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			bad("database.url", "must be a postgres:// URL or a key=value connection string")
-		}
-	}
+	c.validateDatabase(bad)
 	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") ||
 		!strings.HasPrefix(strings.ToLower(c.AMQP.URL.Reveal()), u.Scheme+"://") {
 		// amqp:/u:pw@h and amqp:u:pw@h parse, as a path or an opaque part,
@@ -382,6 +376,18 @@ func (c *Config) validateRoles(bad func(string, string, ...any)) {
 	for _, r := range c.Serve.Roles {
 		if !slices.Contains(Roles, r) {
 			bad("serve.roles", "unknown role %q (known: %s)", r, strings.Join(Roles, ", "))
+		}
+	}
+}
+
+// validateDatabase checks database.url: set, and a postgres:// URL or a
+// key=value connection string.
+func (c *Config) validateDatabase(bad func(string, string, ...any)) {
+	if db := c.Database.URL.Reveal(); db == "" {
+		bad("database.url", "is required")
+	} else if strings.Contains(db, "://") {
+		if u, err := url.Parse(db); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("database.url", "must be a postgres:// URL or a key=value connection string")
 		}
 	}
 }
