@@ -14,7 +14,7 @@ import (
 func providerName(s string) (string, error) {
 	name := strings.TrimFunc(s, isSpace)
 	if name != "smtp" && name != "resend" {
-		return "", fmt.Errorf("no provider %q: smtp or resend: %w", s, ErrNoProvider)
+		return "", &refusal{fmt.Sprintf("no provider %q: smtp or resend", s), ErrNoProvider}
 	}
 	return name, nil
 }
@@ -45,7 +45,7 @@ func (a *Actions) ResumeProvider(ctx context.Context, who Actor, provider, reaso
 // NotSuppressedError is the refusal to remove an address that is not on
 // the suppression list. It wraps store.ErrNotFound.
 func NotSuppressedError(address string) error {
-	return fmt.Errorf("%q is not on the suppression list (see `mailsvc suppression list`): %w", address, store.ErrNotFound)
+	return &refusal{fmt.Sprintf("%q is not on the suppression list (see `mailsvc suppression list`)", address), store.ErrNotFound}
 }
 
 // Suppress adds address (normalised by Address) to the suppression list,

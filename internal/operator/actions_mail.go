@@ -8,10 +8,20 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
+// refusal is an error whose text is the whole message, wrapping a
+// sentinel (store.ErrNotFound, ErrNoProvider) for KindOf.
+type refusal struct {
+	msg string
+	err error
+}
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return r.err }
+
 // NoMailError is the refusal of a dedupe key no mail has. It wraps
 // store.ErrNotFound.
 func NoMailError(key string) error {
-	return fmt.Errorf("no mail has dedupe key %q (list an order's mails with `mailsvc mail show --order ID`): %w", key, store.ErrNotFound)
+	return &refusal{fmt.Sprintf("no mail has dedupe key %q (list an order's mails with `mailsvc mail show --order ID`)", key), store.ErrNotFound}
 }
 
 // mailError is the error of a store action on the mail key: a

@@ -14,6 +14,10 @@ import (
 // docs/contract.md, but each resend appends ":resend:N" to it).
 const MaxKeyLen = 2000
 
+// MaxOrderIDLen is the longest order id OrderID accepts, in bytes (the
+// input contract's limit, docs/contract.md).
+const MaxOrderIDLen = 200
+
 // MaxAddressLen is the longest address Address accepts, in bytes (RFC
 // 5321's limit on a path, as the suppression list's).
 const MaxAddressLen = 254
@@ -72,6 +76,20 @@ func Key(s string) (string, error) {
 			Input: cut(k)}
 	}
 	return k, nil
+}
+
+// OrderID returns the order id an operator typed, normalised as Key
+// does, or an *InputError: not valid UTF-8, empty, a control character,
+// more than MaxOrderIDLen bytes.
+func OrderID(s string) (string, error) {
+	id, err := clean("an order id", s)
+	if err != nil {
+		return "", err
+	}
+	if len(id) > MaxOrderIDLen {
+		return "", &InputError{Problem: fmt.Sprintf("not an order id: %d bytes, more than %d", len(id), MaxOrderIDLen), Input: cut(id)}
+	}
+	return id, nil
 }
 
 // Address returns the recipient address an operator typed, in the form

@@ -87,3 +87,16 @@ func TestAddressRefusesWhatIsNotOneAddress(t *testing.T) {
 	require.True(t, errors.Is(err, operator.ErrInvalidInput))
 	require.ErrorContains(t, err, "262 bytes, more than 254 (RFC 5321)")
 }
+
+func TestOrderID(t *testing.T) {
+	t.Parallel()
+	id, err := operator.OrderID("\uFEFF 42\u00A0")
+	require.NoError(t, err)
+	require.Equal(t, "42", id)
+	_, err = operator.OrderID("4\xff2")
+	require.EqualError(t, err, `not an order id: not valid UTF-8: "4\xff2"; byte 0xff at offset 1 is not part of a character: check the file's encoding (the input's fault: nothing was looked up)`)
+	_, err = operator.OrderID(strings.Repeat("4", operator.MaxOrderIDLen+1))
+	require.ErrorContains(t, err, "not an order id: 201 bytes, more than 200")
+	_, err = operator.OrderID(" ")
+	require.EqualError(t, err, "no order id given: empty once the space around it is removed (the input's fault: nothing was looked up)")
+}
