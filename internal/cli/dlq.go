@@ -11,6 +11,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/deadletter"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 func newDLQCmd(e *env) *cobra.Command {
@@ -28,8 +29,9 @@ type replayOptions struct {
 
 func newDLQReplayCmd(e *env) *cobra.Command {
 	var o replayOptions
+	var af actorFlags
 	cmd := &cobra.Command{
-		Use:   "replay [--limit N] [--rate R] [--dry-run]",
+		Use:   "replay [--limit N] [--rate R] [--dry-run] [--reason R] [--actor A]",
 		Short: "Move dead-lettered messages back to the input exchange with their original routing key",
 		Long: `Moves dead-lettered messages back to amqp.input_exchange, each with its original
 routing key, at most --rate messages per second. A message leaves the dead-letter queue only
@@ -41,23 +43,35 @@ waits for the next run instead of looping.`,
 			if o.rate <= 0 || o.limit < 0 {
 				return errors.New("--rate must be > 0 and --limit >= 0")
 			}
-			cfg, err := e.load()
-			if err != nil {
-				return err
-			}
-			return replayDLQ(e.ctx, e.stdout, cfg, o)
+			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+				a := actions(cfg, st)
+				a.ReplayDLQ = func(ctx context.Context, dryRun bool) (string, error) {
+					o := o
+					o.dryRun = dryRun
+					return replayDLQ(ctx, e.stdout, cfg, o)
+				}
+				res, err := a.ReplayDeadLetters(e.ctx, af.who(), af.reason, o.dryRun)
+				if res.Summary != "" {
+					fmt.Fprintln(e.stdout, res.Summary)
+				}
+				return actionError(cfg, err)
+			})
 		},
 	}
+	af.bind(cmd, "why, for the audit log")
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "replay at most N messages (0: every message present at start)")
 	cmd.Flags().Float64Var(&o.rate, "rate", 20, "at most R messages per second")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "list what would be replayed; change nothing")
 	return cmd
 }
 
-func replayDLQ(ctx context.Context, out io.Writer, cfg *config.Config, o replayOptions) error {
+// replayDLQ runs one replay of cfg's dead-letter queue, printing a line
+// per message on out, and returns its summary (replaySummary; "" when it
+// could not start) and its error with its exit code.
+func replayDLQ(ctx context.Context, out io.Writer, cfg *config.Config, o replayOptions) (string, error) {
 	conn, err := broker.Dial(operatorBroker(cfg, "mailsvc-dlq-replay"))
 	if err != nil {
-		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url and amqp.tls_*, or start RabbitMQ)", err)}
+		return "", &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("%w (check amqp.url and amqp.tls_*, or start RabbitMQ)", err)}
 	}
 	defer conn.Close()
 	r, err := deadletter.NewReplayer(conn, deadletter.ReplayOptions{
@@ -65,15 +79,14 @@ func replayDLQ(ctx context.Context, out io.Writer, cfg *config.Config, o replayO
 		DryRun: o.dryRun, ConfirmTimeout: connectTimeout, Report: func(h deadletter.Handled) { printHandled(out, h) },
 	})
 	if errors.Is(err, broker.ErrNoQueue) {
-		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w (amqp.dead_letter_queue; `mailsvc serve` declares it)", err)}
+		return "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w (amqp.dead_letter_queue; `mailsvc serve` declares it)", err)}
 	}
 	if err != nil {
-		return replayExit(err)
+		return "", replayExit(err)
 	}
 	defer r.Close() // requeues whatever was read and not removed
 	err = r.Run(ctx)
-	fmt.Fprintln(out, replaySummary(r.Result(), o.dryRun, cfg.AMQP.InputExchange, cfg.AMQP.DeadLetterQueue))
-	return replayExit(err)
+	return replaySummary(r.Result(), o.dryRun, cfg.AMQP.InputExchange, cfg.AMQP.DeadLetterQueue), replayExit(err)
 }
 
 // replayExit maps a broker failure of the replay to ExitUnavailable.

@@ -69,7 +69,7 @@ func TestMailList(t *testing.T) {
 	require.Contains(t, out, "order-confirmed:4")
 	require.NotContains(t, out, "order-confirmed:5")
 
-	for _, args := range [][]string{{"--status", "sent"}, {}, {"--status", "unknown", "--limit", "0"}} {
+	for _, args := range [][]string{{"--status", "unknown", "--limit", "0"}, {"--status", "unknown", "--unconfirmed"}} {
 		_, _, err = o.runIO(t, "", append([]string{"mail", "list"}, args...)...)
 		require.Error(t, err, args)
 	}

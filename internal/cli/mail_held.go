@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/operator"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
@@ -34,7 +35,14 @@ func (f *heldFlags) filter() (store.HeldFilter, error) {
 	if f.limit <= 0 {
 		return store.HeldFilter{}, &ExitError{Code: 2, Err: fmt.Errorf("--limit must be positive, got %d", f.limit)}
 	}
-	return store.HeldFilter{To: f.to, Limit: f.limit}, nil
+	to := f.to
+	if to != "" {
+		var err error
+		if to, err = operator.Address(to); err != nil {
+			return store.HeldFilter{}, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("--to: %w", err)}
+		}
+	}
+	return store.HeldFilter{To: to, Limit: f.limit}, nil
 }
 
 func newMailReleaseCmd(e *env) *cobra.Command {

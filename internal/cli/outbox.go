@@ -33,7 +33,7 @@ func newOutboxListCmd(e *env) *cobra.Command {
 			if limit < 0 {
 				return errors.New("--limit must be >= 0")
 			}
-			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
 				rows, err := st.ListOutbox(e.ctx, dead, limit)
 				if err != nil {
 					return outboxError(cfg, err)

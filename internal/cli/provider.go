@@ -37,7 +37,7 @@ func newProviderStatusCmd(e *env) *cobra.Command {
 		Short: "Show whether each provider sends or is paused (rate limit, quota, breaker), for every replica",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
 				states, err := st.ProviderStates(e.ctx)
 				if err != nil {
 					return storeError(cfg, "", err)
@@ -66,25 +66,22 @@ func newProviderStatusCmd(e *env) *cobra.Command {
 }
 
 func newProviderResumeCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "resume NAME",
+	var af actorFlags
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "resume NAME [--reason R] [--actor A] [--dry-run]",
 		Short: "End a provider's pause now (after raising a quota or fixing its configuration), for every replica",
 		Long: "Ends the pause of provider NAME (smtp or resend) and closes its breaker, for every replica " +
 			"within sender.poll_interval, instead of waiting for the next probe. If the cause is still there, " +
 			"the next sends pause it again.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if args[0] != "smtp" && args[0] != "resend" {
-				return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no provider %q: smtp or resend", args[0])}
-			}
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				s, err := st.ProviderRecovered(e.ctx, args[0], true)
-				if err != nil {
-					return storeError(cfg, "", err)
-				}
-				fmt.Fprintf(e.stdout, "%s: %s\n", s.Provider, operator.ProviderVerdict(s))
-				return nil
+				return printAction(e, cfg)(actions(cfg, st).ResumeProvider(e.ctx, af.who(), args[0], af.reason, dryRun))
 			})
 		},
 	}
+	af.bind(cmd, "why, for the audit log")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the provider's state now; change nothing")
+	return cmd
 }

@@ -115,6 +115,7 @@ func newRootFor(e *env) *cobra.Command {
 		newEmitCmd(e),
 		newEventCmd(e),
 		newSuppressionCmd(e),
+		newAuditCmd(e),
 	)
 	for _, c := range root.Commands() {
 		requireSubcommand(c)
@@ -135,4 +136,17 @@ func requireSubcommand(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		requireSubcommand(sub)
 	}
+}
+
+// loadReadOnly reads what a command that only reads the database needs
+// (config.LoadReadOnly: database.url). An invalid one is an *ExitError
+// with code 2.
+func (e *env) loadReadOnly() (*config.Config, error) {
+	cfg, err := config.LoadReadOnly(e.configPath, os.LookupEnv)
+	if err != nil {
+		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("invalid config:\n%w", err)}
+	}
+	e.redactor = cfg.Redactor()
+	e.stdout, e.stderr = e.redactor.Writer(e.stdout), e.redactor.Writer(e.stderr)
+	return cfg, nil
 }

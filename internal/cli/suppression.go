@@ -37,7 +37,7 @@ func newSuppressionListCmd(e *env) *cobra.Command {
 		Short: "List every suppressed address with its source, time and reason, oldest first",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return e.withStore(func(cfg *config.Config, st *store.Store) error {
+			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
 				list, err := st.Suppressions(e.ctx)
 				if err != nil {
 					return storeError(cfg, "", err)
@@ -82,10 +82,14 @@ func newSuppressionShowCmd(e *env) *cobra.Command {
 		Short: "An address's entry (if listed) and history: every report that named it, its transient bounces, its removal",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				h, err := st.SuppressionHistoryOf(e.ctx, args[0])
+			addr, err := operator.Address(args[0])
+			if err != nil {
+				return &ExitError{Code: ExitInvalid, Err: err}
+			}
+			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
+				h, err := st.SuppressionHistoryOf(e.ctx, addr)
 				if errors.Is(err, store.ErrNotFound) {
-					return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%s has never been suppressed nor bounced", args[0])}
+					return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%s has never been suppressed nor bounced", addr)}
 				}
 				if err != nil {
 					return storeError(cfg, "", err)
@@ -116,61 +120,40 @@ func writeSuppressionHistory(w io.Writer, h store.SuppressionHistory) error {
 }
 
 func newSuppressionAddCmd(e *env) *cobra.Command {
-	var reason string
+	var af actorFlags
+	var dryRun bool
 	cmd := &cobra.Command{
-		Use:     "add ADDRESS --reason R",
-		Short:   "Suppress ADDRESS (source operator): its mails end failed, reason suppressed, unsent",
-		Example: `  mailsvc suppression add ann@example.com --reason "asked by phone not to be mailed"`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "add ADDRESS --reason R [--actor A] [--dry-run]",
+		Short: "Suppress ADDRESS (source operator): its mails end failed, reason suppressed, unsent",
+		Example: `  mailsvc suppression add ann@example.com --reason "asked by phone not to be mailed"` + "\n" +
+			`  mailsvc suppression add 'Ann <ann@example.com>' --reason "bounces"    # stores ann@example.com`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				s, added, err := st.Suppress(e.ctx, args[0], reason, store.SourceOperator)
-				if err != nil {
-					return suppressionError(cfg, args[0], err)
-				}
-				if !added {
-					_, err = fmt.Fprintf(e.stdout, "%s was suppressed already: since %s, source %s, reason %q (kept)\n",
-						s.Address, operator.Stamp(&s.CreatedAt), s.Source, s.Reason)
-					return err
-				}
-				_, err = fmt.Fprintf(e.stdout, "suppressed %s: no mail is sent to it from the next claim on; undo with `mailsvc suppression remove %s`\n",
-					s.Address, s.Address)
-				return err
+				return printAction(e, cfg)(actions(cfg, st).Suppress(e.ctx, af.who(), args[0], af.reason, dryRun))
 			})
 		},
 	}
-	cmd.Flags().StringVar(&reason, "reason", "", "why (kept with the entry, at most 200 bytes)")
+	af.bind(cmd, "why (kept with the entry, at most 200 bytes, and in the audit log)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say whether it is listed already; change nothing")
 	_ = cmd.MarkFlagRequired("reason")
 	return cmd
 }
 
 func newSuppressionRemoveCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "remove ADDRESS",
+	var af actorFlags
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "remove ADDRESS [--reason R] [--actor A] [--dry-run]",
 		Short: "Take ADDRESS off the list: mails to it are sent again (mails already failed stay failed: `mailsvc mail resend`)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				s, err := st.Unsuppress(e.ctx, args[0])
-				if err != nil {
-					return suppressionError(cfg, args[0], err)
-				}
-				_, err = fmt.Fprintf(e.stdout, "removed %s (source %s, since %s, reason %q); mails to it are sent again\n",
-					s.Address, s.Source, operator.Stamp(&s.CreatedAt), s.Reason)
-				return err
+				return printAction(e, cfg)(actions(cfg, st).Unsuppress(e.ctx, af.who(), args[0], af.reason, dryRun))
 			})
 		},
 	}
-}
-
-// suppressionError maps a store error of a suppression command to an
-// actionable *ExitError.
-func suppressionError(cfg *config.Config, address string, err error) error {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%q is not on the suppression list (see `mailsvc suppression list`)", address)}
-	case errors.Is(err, store.ErrInvalidAddress):
-		return &ExitError{Code: 1, Err: fmt.Errorf("%w: give a bare address such as ann@example.com", err)}
-	}
-	return storeError(cfg, address, err)
+	af.bind(cmd, "why, for the audit log")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the entry it would remove; change nothing")
+	return cmd
 }

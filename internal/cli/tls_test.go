@@ -40,7 +40,8 @@ func newTLSOps(t *testing.T) *tlsOps {
 // config writes the operator's config for the proxy with CA file ca.
 func (o *tlsOps) config(t *testing.T, n *brokertest.Names, ca string) string {
 	t.Helper()
-	return writeOpsConfig(t, storetest.URL(), o.url, n, fmt.Sprintf(
+	// A schema of its own: dlq replay writes its audit row.
+	return writeOpsConfig(t, storetest.New(t).URL, o.url, n, fmt.Sprintf(
 		"amqp:\n  tls_ca_file: %q\n  tls_cert_file: %q\n  tls_key_file: %q\n  tls_server_name: mq.internal\n", ca, o.cert, o.key))
 }
 

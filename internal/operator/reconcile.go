@@ -20,26 +20,6 @@ type Reconciler interface {
 	ReconcileDryRun(ctx context.Context, dedupeKey string, delivered bool) (store.ReconcileResult, error)
 }
 
-// ReadKeys reads dedupe keys, one a line, for `mailsvc mail reconcile
-// --from`: spaces around a key are dropped, and empty lines and lines
-// starting with # are skipped. It returns the keys in file order,
-// duplicates included, or the read error.
-func ReadKeys(r io.Reader) ([]string, error) {
-	var keys []string
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		k := strings.TrimSpace(sc.Text())
-		if k == "" || strings.HasPrefix(k, "#") {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read keys: %w", err)
-	}
-	return keys, nil
-}
-
 // KeyLine is one key of a `--from` file: its line number (from 1), the
 // key normalised by Key, or, when the line cannot be a key, the line as
 // read (space around it removed) and Err, the *InputError saying why.

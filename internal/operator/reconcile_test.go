@@ -15,15 +15,6 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-func TestReadKeys(t *testing.T) {
-	t.Parallel()
-	keys, err := operator.ReadKeys(strings.NewReader("# from mail list\norder-confirmed:1\n\n  order-confirmed:2 \r\norder-confirmed:1\n#x\norder-confirmed:3"))
-	require.NoError(t, err)
-	require.Equal(t, []string{"order-confirmed:1", "order-confirmed:2", "order-confirmed:1", "order-confirmed:3"}, keys)
-	_, err = operator.ReadKeys(iotest.ErrReader(errors.New("disk on fire")))
-	require.ErrorContains(t, err, "disk on fire")
-}
-
 func TestReadKeyLines(t *testing.T) {
 	t.Parallel()
 	keys, err := operator.ReadKeyLines(strings.NewReader("\uFEFForder-confirmed:0\n# from mail list\norder-confirmed:1\n\n  order-confirmed:2 \r\n" +
