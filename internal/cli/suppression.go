@@ -22,9 +22,10 @@ func newSuppressionCmd(e *env) *cobra.Command {
 			"never handed to the provider. Resend's webhooks add permanent bounces (source webhook/bounce) and spam\n" +
 			"complaints (webhook/complaint), repeated transient bounces for a while (webhook/transient); the SMTP\n" +
 			"relay's permanent refusals of a recipient add it (smtp/reject); operators add and remove entries here\n" +
-			"(source operator). `show` gives an address's history. Addresses are\n" +
-			"compared with surrounding white space removed and the domain's letters lower-cased; the local part\n" +
-			"keeps its case (RFC 5321: Ann@example.com and ann@example.com may be two mailboxes).",
+			"(source operator). `show` gives an address's history. An address may be given as\n" +
+			"'Ann <ann@example.com>' or '<ann@example.com>'; it is compared with surrounding white space (no-break\n" +
+			"space too) removed and the domain's letters lower-cased; the local part keeps its case (RFC 5321:\n" +
+			"Ann@example.com and ann@example.com may be two mailboxes).",
 	}
 	cmd.AddCommand(newSuppressionListCmd(e), newSuppressionShowCmd(e), newSuppressionAddCmd(e), newSuppressionRemoveCmd(e))
 	return cmd

@@ -25,6 +25,7 @@ type Actor struct {
 // exactly alike, and each writes one audit row (store.RecordAudit) with
 // its result. dryRun decides and refuses as the action would and changes
 // nothing (no audit row): the console's confirmation step shows it.
+// Once its fields are set it is safe for concurrent use.
 type Actions struct {
 	Store *store.Store
 	// FromDomain is the domain of mail.from (a resend's Message-ID);

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -115,7 +114,7 @@ func ReconcileKeys(ctx context.Context, r Reconciler, keys []string, delivered, 
 	for _, k := range keys {
 		res := KeyResult{Key: k}
 		switch {
-		case seen[k] && utf8.ValidString(k):
+		case seen[k] && isKey(k):
 			res.Outcome = Duplicate
 		case stopped:
 			res.Outcome = Skipped
@@ -188,4 +187,11 @@ func reconciledText(res store.ReconcileResult, dryRun bool) string {
 		msg += "; a sender will attempt it again now"
 	}
 	return msg
+}
+
+// isKey reports whether k is a key as Key would return it: lines that are
+// not keys are each reported, never taken for duplicates.
+func isKey(k string) bool {
+	n, err := Key(k)
+	return err == nil && n == k
 }
