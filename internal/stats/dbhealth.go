@@ -3,6 +3,7 @@ package stats
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +32,8 @@ type DBMetrics struct {
 	// without the pg_monitor role to see it).
 	ReplicationLag *prometheus.GaugeVec
 
-	standbys []string // the standbys of the last set; used by the Collector's loop only
+	mu       sync.Mutex // Refresh may run beside the loop's: one set at a time
+	standbys []string   // the standbys of the last set
 }
 
 func newDBMetrics(reg prometheus.Registerer) *DBMetrics {
@@ -62,6 +64,8 @@ func newDBMetrics(reg prometheus.Registerer) *DBMetrics {
 // analyze, and a standby no longer streaming, lose their series; every
 // other series is overwritten in place, so a scrape never misses one.
 func (m *DBMetrics) set(h store.DBHealth) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, t := range h.Tables {
 		m.TableSize.WithLabelValues(t.Table).Set(float64(t.SizeBytes))
 		m.LiveTuples.WithLabelValues(t.Table).Set(float64(t.LiveTuples))
