@@ -10,7 +10,7 @@ export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 # The servers' URLs, written by scripts/services.sh (its own servers use other ports).
 WITH_SERVICES := set -a && . .run/services.env && set +a &&
 
-.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers ui-check mailpit-ui
+.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers chromium ui-check mailpit-ui
 
 build: bin/mailsvc
 
@@ -51,7 +51,7 @@ lint: bin/golangci-lint
 	@echo "==> golangci-lint run ./... (depguard and friends; the first run builds the linter, ~2 min)"
 	bin/golangci-lint run ./...
 
-test: toolchain services promtool mailservers bin/mailpit vet lint
+test: toolchain services promtool mailservers chromium bin/mailpit vet lint
 	@echo "==> go test -race ./... (about 3 minutes; a package's line appears when it has finished)"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m ./...
 	@scripts/services.sh status
@@ -60,6 +60,10 @@ test: toolchain services promtool mailservers bin/mailpit vet lint
 # configured or started as system services: the tests run private instances).
 mailservers:
 	scripts/mailservers.sh
+
+# chromium: Debian's headless Chromium for the console's browser tests (installed when missing).
+chromium:
+	scripts/chromium.sh
 
 # promtool: check the alert rules and run their unit tests (installs promtool when missing).
 promtool:

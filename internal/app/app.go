@@ -215,6 +215,12 @@ func (w *wiring) build() ([]named, error) {
 		parts = append(parts, ps...)
 	}
 	w.ready = readyChecks(w.store, w.consumer)
+	// The support console (issue 31), on its own listener when console.addr is set.
+	cons, err := w.buildConsole()
+	if err != nil {
+		return nil, fmt.Errorf("build the console: %w", err)
+	}
+	parts = append(parts, cons...)
 	// stats (issue 7): the database gauges, from one query every 5 s.
 	parts = append(parts, named{name: "stats", c: stats.New(w.store, stats.NewMetrics(w.reg), w.log, stats.Options{})})
 	// Without the relay, the spans are flushed by a part of their own.

@@ -30,6 +30,8 @@ type Config struct {
 	Log       Log       `mapstructure:"log" yaml:"log"`
 	Serve     Serve     `mapstructure:"serve" yaml:"serve"`
 	Tracing   Tracing   `mapstructure:"tracing" yaml:"tracing"`
+	// Console configures the support console (console.go).
+	Console Console `mapstructure:"console" yaml:"console"`
 
 	// tls holds what Load read from the tls_* files (tls.go).
 	tls loadedTLS

@@ -158,4 +158,17 @@ var defaults = map[string]any{
 	"serve.roles": []string{RoleConsumer, RoleSender, RoleRelay},
 
 	"tracing.enabled": false,
+
+	"console.addr":                          "",
+	"console.public_url":                    "",
+	"console.users":                         []any{},
+	"console.tokens":                        []any{},
+	"console.session_secret":                "",
+	"console.session_secret_file":           "",
+	"console.session_ttl":                   8 * time.Hour,
+	"console.trusted_proxy_header":          "",
+	"console.trusted_proxy_role_header":     "",
+	"console.trusted_proxy_operator_groups": []string{},
+	"console.trusted_proxy_default_role":    ConsoleViewer,
+	"console.trusted_proxy_addresses":       []string{},
 }

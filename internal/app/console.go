@@ -1,0 +1,145 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/console"
+	"github.com/mailsvc/mailsvc/internal/deadletter"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/operator"
+)
+
+// ConsoleConfig is the console's part of cfg (console.*), parsed: the
+// credentials' hashes decoded, the proxy's addresses as networks.
+func ConsoleConfig(cfg *config.Config) (console.Config, error) {
+	k := cfg.Console
+	out := console.Config{Addr: k.Addr, SessionTTL: k.SessionTTL, Proxy: console.TrustedProxy{
+		Header: k.TrustedProxyHeader, RoleHeader: k.TrustedProxyRoleHeader, OperatorGroups: k.TrustedProxyOperatorGroups,
+		DefaultRole: console.Role(k.TrustedProxyDefaultRole)}}
+	if s := k.SessionSecret.Reveal(); s != "" {
+		out.SessionSecret = []byte(s)
+	}
+	for _, u := range k.Users {
+		out.Users = append(out.Users, console.Credential{Name: u.Name, Role: console.Role(u.Role), Hash: []byte(u.PasswordHash)})
+	}
+	for i, t := range k.Tokens {
+		h, err := hex.DecodeString(t.TokenSHA256)
+		if err != nil || len(h) != sha256.Size {
+			return out, fmt.Errorf("console.tokens[%d].token_sha256: must be 64 hex characters", i)
+		}
+		out.Tokens = append(out.Tokens, console.Credential{Name: t.Name, Role: console.Role(t.Role), Hash: h})
+	}
+	for _, a := range k.TrustedProxyAddresses {
+		n, err := config.ParseCIDR(a)
+		if err != nil {
+			return out, fmt.Errorf("console.trusted_proxy_addresses: %w", err)
+		}
+		out.Proxy.Addresses = append(out.Proxy.Addresses, n)
+	}
+	return out, nil
+}
+
+// buildConsole builds the console's server when console.addr is set
+// (none otherwise): its own listener, whatever the roles, reading the
+// store and acting through operator.Actions as the CLI does.
+func (w *wiring) buildConsole() ([]named, error) {
+	if w.cfg.Console.Addr == "" {
+		return nil, nil
+	}
+	cc, err := ConsoleConfig(w.cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cc.SessionSecret == nil {
+		w.log.Warn("console.session_secret is not set: a random one is used, so console sessions end at a restart and are not accepted by other replicas")
+	}
+	acts := &operator.Actions{Store: w.store, FromDomain: mailtype.AddressDomain(w.cfg.Mail.From),
+		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg)}
+	c, err := console.New(cc, console.Deps{Store: w.store, Actions: acts, DLQDepth: consoleDLQDepth(w.cfg), Log: w.log.With("component", "console")})
+	if err != nil {
+		return nil, err
+	}
+	if host, _, _ := net.SplitHostPort(cc.Addr); host == "" || host == "0.0.0.0" || host == "::" {
+		w.log.Info("the console listens on every interface: put it behind TLS (a reverse proxy) before people use it", "addr", cc.Addr)
+	}
+	return []named{{name: "console", c: console.NewServer(c, cc.Addr), stage: stopLast}}, nil
+}
+
+// consoleBrokerTimeout bounds each broker call of the console.
+const consoleBrokerTimeout = 5 * time.Second
+
+// consoleDLQDepth reads the dead-letter queue's depth as queuestats does
+// (the management API when configured, else a passive declare), at most
+// once per 10 s; ok false when the broker does not answer.
+func consoleDLQDepth(cfg *config.Config) func(ctx context.Context) (int, bool) {
+	qc := queueStatsConfig(cfg)
+	var mu sync.Mutex
+	var at time.Time
+	var depth int
+	var known bool
+	return func(ctx context.Context) (int, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) < 10*time.Second {
+			return depth, known
+		}
+		st, err := inspectDLQ(ctx, qc.AMQP, qc.Management, qc.DeadLetter)
+		at, depth, known = time.Now(), st.Ready, err == nil
+		return depth, known
+	}
+}
+
+func inspectDLQ(ctx context.Context, bc broker.Config, m *broker.Management, queue string) (broker.QueueState, error) {
+	ctx, cancel := context.WithTimeout(ctx, consoleBrokerTimeout)
+	defer cancel()
+	if m != nil {
+		return m.InspectQueue(ctx, queue)
+	}
+	bc.DialTimeout = consoleBrokerTimeout
+	conn, err := broker.Dial(bc)
+	if err != nil {
+		return broker.QueueState{}, err
+	}
+	defer conn.Close()
+	return conn.InspectQueue(queue)
+}
+
+// consoleReplayDLQ replays the dead-letter queue as `mailsvc dlq replay`
+// does (20 messages a second, every message present at the start), and
+// returns its summary; dryRun only counts.
+func consoleReplayDLQ(cfg *config.Config) func(ctx context.Context, dryRun bool) (string, error) {
+	return func(ctx context.Context, dryRun bool) (string, error) {
+		bc := BrokerConfig(cfg, "mailsvc-console-dlq-replay")
+		bc.DialTimeout = consoleBrokerTimeout
+		conn, err := broker.Dial(bc)
+		if err != nil {
+			return "", &deadletter.BrokerError{Err: err}
+		}
+		defer conn.Close()
+		r, err := deadletter.NewReplayer(conn, deadletter.ReplayOptions{Queue: cfg.AMQP.DeadLetterQueue,
+			Exchange: cfg.AMQP.InputExchange, Rate: 20, DryRun: dryRun, ConfirmTimeout: consoleBrokerTimeout})
+		if err != nil {
+			return "", err
+		}
+		defer r.Close()
+		err = r.Run(ctx)
+		res := r.Result()
+		verb := "replayed"
+		if dryRun {
+			verb = "would replay"
+		}
+		s := fmt.Sprintf("%s %d of %d dead-lettered messages to %s", verb, res.Replayed, res.Depth, cfg.AMQP.InputExchange)
+		if res.Skipped > 0 {
+			s += fmt.Sprintf("; %d skipped (no original routing key; left in %s)", res.Skipped, cfg.AMQP.DeadLetterQueue)
+		}
+		return s, err
+	}
+}

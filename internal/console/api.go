@@ -1,0 +1,203 @@
+package console
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/mailsvc/mailsvc/internal/operator"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// Route is one route of the JSON API (api/openapi.yaml documents each).
+type Route struct {
+	Method, Path string
+	// Operator is true for an action: a viewer gets 403.
+	Operator bool
+	handler  http.HandlerFunc
+}
+
+// Routes lists the API's routes, as the server registers them.
+func Routes() []Route { return apiRoutes(&Console{}) }
+
+// apiHandler is an API route's handler once the caller is known.
+type apiHandler func(r *http.Request, id *identity) (any, error)
+
+func apiRoutes(c *Console) []Route {
+	rt := func(method, path string, op bool, h apiHandler) Route {
+		return Route{Method: method, Path: path, Operator: op, handler: c.api(op, h)}
+	}
+	act := func(action string) apiHandler { return c.apiAct(action) }
+	return []Route{
+		rt("GET", "/api/v1/mails", false, c.apiSearch),
+		rt("GET", "/api/v1/mails/{key}", false, c.apiMail),
+		rt("GET", "/api/v1/mails/{key}/content", false, c.apiContent),
+		rt("GET", "/api/v1/orders/{id}/mails", false, c.apiOrder),
+		rt("GET", "/api/v1/overview", false, func(r *http.Request, _ *identity) (any, error) { return c.overviewOf(r.Context()), nil }),
+		rt("GET", "/api/v1/suppressions", false, c.apiSuppressions),
+		rt("GET", "/api/v1/audit", false, c.apiAudit),
+		rt("POST", "/api/v1/mails/{key}/resend", true, act(actResend)),
+		rt("POST", "/api/v1/mails/{key}/reconcile", true, act(actReconcile)),
+		rt("POST", "/api/v1/providers/{name}/resume", true, act(actResume)),
+		rt("POST", "/api/v1/suppressions", true, act(actSuppress)),
+		rt("DELETE", "/api/v1/suppressions", true, act(actUnsuppress)),
+		rt("POST", "/api/v1/dlq/replay", true, act(actReplay)),
+	}
+}
+
+// api authenticates an API request (no credentials 401, an expired
+// session 401), checks a session's X-CSRF-Token on POST and DELETE, the
+// role of an action, then answers h's value or error as JSON.
+func (c *Console) api(operatorOnly bool, h apiHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := c.authenticate(r)
+		if err != nil {
+			c.apiError(w, r, &httpError{http.StatusUnauthorized, "unauthenticated", err.Error()})
+			return
+		}
+		if err := c.checkPost(r, &id, "X-CSRF-Token", r.Header.Get); err != nil {
+			c.apiError(w, r, err)
+			return
+		}
+		if operatorOnly && id.Role != Operator {
+			c.apiError(w, r, errForbidden)
+			return
+		}
+		v, err := h(r, &id)
+		if err != nil {
+			c.apiError(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+func (c *Console) apiSearch(r *http.Request, _ *identity) (any, error) {
+	q, _, err := parseSearch(r.URL.Query())
+	if err != nil {
+		return nil, err
+	}
+	return c.deps.Store.SearchMails(r.Context(), q)
+}
+
+// mailAnswer is GET /api/v1/mails/{key}'s answer.
+type mailAnswer struct {
+	Mail     store.MailView        `json:"mail"`
+	Verdict  string                `json:"verdict"`
+	Report   []reportField         `json:"report"`
+	Timeline []store.TimelineEntry `json:"timeline"`
+}
+
+type reportField struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+func (c *Console) apiMail(r *http.Request, _ *identity) (any, error) {
+	d, err := c.mailView(r.Context(), r.PathValue("key"))
+	if err != nil {
+		return nil, err
+	}
+	if d.TimelineError != "" {
+		_, err := c.deps.Store.MailTimeline(r.Context(), d.Mail.DedupeKey)
+		return nil, err
+	}
+	a := mailAnswer{Mail: d.Mail, Verdict: d.Verdict, Timeline: d.Timeline}
+	for _, f := range d.Report {
+		a.Report = append(a.Report, reportField{f.Name, f.Value})
+	}
+	return a, nil
+}
+
+func (c *Console) apiContent(r *http.Request, _ *identity) (any, error) {
+	key, err := pathKey(r.PathValue("key"))
+	if err != nil {
+		return nil, err
+	}
+	return c.deps.Store.MailContentByKey(r.Context(), key)
+}
+
+func (c *Console) apiOrder(r *http.Request, _ *identity) (any, error) {
+	id, err := field(url.Values{"order_id": {r.PathValue("id")}}, "order_id")
+	if err != nil {
+		return nil, err
+	}
+	mails, err := c.deps.Store.MailsByOrder(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if mails == nil {
+		mails = []store.MailView{}
+	}
+	return map[string]any{"order_id": id, "mails": mails}, nil
+}
+
+// apiSuppressions lists the entries in force, or with ?address= that
+// address's history.
+func (c *Console) apiSuppressions(r *http.Request, _ *identity) (any, error) {
+	if a := r.URL.Query().Get("address"); a != "" {
+		in, err := parseAction(actSuppress, url.Values{"address": {a}})
+		if err != nil {
+			return nil, err
+		}
+		return c.deps.Store.SuppressionHistoryOf(r.Context(), in.Address)
+	}
+	list, err := c.deps.Store.Suppressions(r.Context())
+	if list == nil {
+		list = []store.Suppression{}
+	}
+	return map[string]any{"suppressions": list}, err
+}
+
+func (c *Console) apiAudit(r *http.Request, _ *identity) (any, error) {
+	q, err := auditQuery(r.URL.Query().Get)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := c.deps.Store.ListAudit(r.Context(), q)
+	if entries == nil {
+		entries = []store.AuditEntry{}
+	}
+	return map[string]any{"entries": entries}, err
+}
+
+// actionBody is the JSON body of every action.
+type actionBody struct {
+	Reason    string `json:"reason"`
+	DryRun    bool   `json:"dry_run"`
+	Delivered *bool  `json:"delivered,omitempty"` // reconcile
+	Address   string `json:"address,omitempty"`   // suppressions
+}
+
+// apiAct runs action with the target from the path or the body.
+func (c *Console) apiAct(action string) apiHandler {
+	return func(r *http.Request, id *identity) (any, error) {
+		var b actionBody
+		dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				return nil, &httpError{http.StatusRequestEntityTooLarge, "invalid", "the body is too large"}
+			}
+			return nil, bad(fmt.Sprintf("the body must be a JSON object like {\"reason\": \"...\", \"dry_run\": false}: %v", err))
+		}
+		v := url.Values{"key": {r.PathValue("key")}, "provider": {r.PathValue("name")}, "address": {b.Address}}
+		if b.Delivered != nil {
+			v.Set("outcome", map[bool]string{true: "delivered", false: "not-delivered"}[*b.Delivered])
+		} else if action == actReconcile {
+			return nil, bad("delivered: required (true or false)")
+		}
+		in, err := parseAction(action, v)
+		if err != nil {
+			return nil, err
+		}
+		if in.Reason, err = reasonOf(b.Reason); err != nil {
+			return nil, err
+		}
+		return c.run(r.Context(), operator.Actor{Name: id.Name, Via: "api"}, in, b.DryRun)
+	}
+}

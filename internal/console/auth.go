@@ -1,0 +1,176 @@
+package console
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/time/rate"
+)
+
+// identity is who a request comes from and how it was authenticated.
+type identity struct {
+	Name string
+	Role Role
+	// Via is how: "token", "proxy" or "session"; a session's POSTs need
+	// its CSRF token, the others' do not (no cookie is involved).
+	Via     string
+	session session
+}
+
+// key names the state kept for this person: the session, or the proxy's
+// user (who has no session); "" for a token (no forms, no CSRF).
+func (id identity) key() string {
+	switch id.Via {
+	case "session":
+		return "session:" + id.session.ID
+	case "proxy":
+		return "proxy:" + id.Name
+	}
+	return ""
+}
+
+// errNoCredentials is a request without any credential; errBadToken one
+// whose bearer token matches no console.tokens entry.
+var (
+	errNoCredentials = errors.New("authentication required: log in, or send Authorization: Bearer TOKEN")
+	errBadToken      = errors.New("unknown API token")
+)
+
+// authenticate returns the request's identity: a bearer token, then a
+// trusted proxy's header (from its addresses only: from anywhere else the
+// header is ignored), then the session cookie. The error says why there
+// is none (errExpired for an expired session).
+func (c *Console) authenticate(r *http.Request) (identity, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return identity{}, errBadToken
+		}
+		return c.tokenIdentity(strings.TrimSpace(tok))
+	}
+	if id, ok := c.proxyIdentity(r); ok {
+		return id, nil
+	}
+	ck, err := r.Cookie(cookieName)
+	if err != nil {
+		return identity{}, errNoCredentials
+	}
+	se, err := c.sessions.check(ck.Value)
+	if err != nil {
+		return identity{}, err
+	}
+	return identity{Name: se.Name, Role: se.Role, Via: "session", session: se}, nil
+}
+
+// tokenIdentity compares the token's SHA-256 with every configured one in
+// constant time (all of them, so the time says nothing of which matched).
+func (c *Console) tokenIdentity(tok string) (identity, error) {
+	sum := sha256.Sum256([]byte(tok))
+	var found *Credential
+	for i := range c.cfg.Tokens {
+		if subtle.ConstantTimeCompare(sum[:], c.cfg.Tokens[i].Hash) == 1 && found == nil {
+			found = &c.cfg.Tokens[i]
+		}
+	}
+	if tok == "" || found == nil {
+		return identity{}, errBadToken
+	}
+	return identity{Name: found.Name, Role: found.Role, Via: "token"}, nil
+}
+
+// proxyIdentity believes the trusted proxy's user header when the peer
+// is one of its addresses.
+func (c *Console) proxyIdentity(r *http.Request) (identity, bool) {
+	p := c.cfg.Proxy
+	if p.Header == "" {
+		return identity{}, false
+	}
+	user := strings.TrimSpace(r.Header.Get(p.Header))
+	if user == "" || len(user) > 256 || !fromProxy(r, p.Addresses) {
+		return identity{}, false
+	}
+	role := p.DefaultRole
+	if p.RoleHeader != "" {
+		for _, g := range strings.Split(r.Header.Get(p.RoleHeader), ",") {
+			for _, og := range p.OperatorGroups {
+				if strings.TrimSpace(g) == og {
+					role = Operator
+				}
+			}
+		}
+	}
+	return identity{Name: user, Role: role, Via: "proxy"}, true
+}
+
+func fromProxy(r *http.Request, nets []*net.IPNet) bool {
+	ip := net.ParseIP(clientAddress(r))
+	for _, n := range nets {
+		if ip != nil && n.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// clientAddress is the peer's IP (never a forwarded header: those are
+// the client's to write).
+func clientAddress(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// dummyHash is compared against for an unknown user, so that the time of
+// a login does not tell whether the name exists.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such user"), bcrypt.MinCost)
+
+// checkPassword returns the user name and password's credential, or false.
+func (c *Console) checkPassword(name, password string) (Credential, bool) {
+	for _, u := range c.cfg.Users {
+		if subtle.ConstantTimeCompare([]byte(u.Name), []byte(name)) == 1 {
+			return u, bcrypt.CompareHashAndPassword(u.Hash, []byte(password)) == nil
+		}
+	}
+	_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+	return Credential{}, false
+}
+
+// limiter bounds login attempts per client address.
+type limiter struct {
+	perMinute int
+	now       func() time.Time
+	mu        sync.Mutex
+	by        map[string]*rate.Limiter
+}
+
+// maxTracked bounds the addresses the limiter remembers; past it, it
+// starts afresh (a flood of addresses then gets one fresh allowance each).
+const maxTracked = 10000
+
+func newLimiter(perMinute int, now func() time.Time) *limiter {
+	return &limiter{perMinute: perMinute, now: now, by: map[string]*rate.Limiter{}}
+}
+
+// allow takes one attempt for addr; false when its allowance is spent.
+func (l *limiter) allow(addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim := l.by[addr]
+	if lim == nil {
+		if len(l.by) >= maxTracked {
+			l.by = map[string]*rate.Limiter{}
+		}
+		lim = rate.NewLimiter(rate.Every(time.Minute/time.Duration(l.perMinute)), l.perMinute)
+		l.by[addr] = lim
+	}
+	return lim.AllowN(l.now(), 1)
+}

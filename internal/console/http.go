@@ -1,0 +1,113 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
+	"github.com/mailsvc/mailsvc/internal/operator"
+	"github.com/mailsvc/mailsvc/internal/store"
+)
+
+// pageCSP is the policy of every console page: no script at all, styles
+// and images from the console only, the preview frame from the console.
+const pageCSP = "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; " +
+	"frame-ancestors 'none'; frame-src 'self'; base-uri 'none'"
+
+// previewCSP is the policy of a stored mail's HTML: its inline styles and
+// data: images, nothing else (no script, no remote load), in a sandbox.
+const previewCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; sandbox"
+
+// secure sets the headers every response carries; the preview replaces
+// the frame rules.
+func secure(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		hd.Set("Content-Security-Policy", pageCSP)
+		hd.Set("X-Content-Type-Options", "nosniff")
+		hd.Set("Referrer-Policy", "no-referrer")
+		hd.Set("X-Frame-Options", "DENY")
+		hd.Set("Cache-Control", "no-store")
+		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// httpError is an answer other than 200: its status, the kind the API
+// names, and the text a person reads.
+type httpError struct {
+	Status int
+	Kind   string
+	Msg    string
+}
+
+func (e *httpError) Error() string { return e.Msg }
+
+func bad(msg string) *httpError { return &httpError{http.StatusBadRequest, "invalid", msg} }
+
+// The answers of authentication and roles.
+var (
+	errForbidden = &httpError{http.StatusForbidden, "forbidden", "your role is viewer: only an operator may act (ask an operator, or for the operator role)"}
+	errCSRF      = &httpError{http.StatusForbidden, "forbidden", "this form's security token is not your session's (a stale or foreign form): reload the page and try again"}
+	errUsed      = &httpError{http.StatusConflict, "refused", "this confirmation was already used (or has expired): nothing was done again; open the action anew to repeat it"}
+)
+
+// classify maps an error of the store or of an action to its answer:
+// bad input 400, no such thing 404, refused by the state 409, the
+// database or broker 503, anything else 500 (its text kept from the
+// person: it is logged).
+func classify(err error) *httpError {
+	var he *httpError
+	if errors.As(err, &he) {
+		return he
+	}
+	switch operator.KindOf(err) {
+	case operator.KindInvalid:
+		return bad(err.Error())
+	case operator.KindNotFound:
+		return &httpError{http.StatusNotFound, "not_found", err.Error()}
+	case operator.KindRefused:
+		return &httpError{http.StatusConflict, "refused", err.Error()}
+	case operator.KindUnavailable:
+		return unavailable(err)
+	}
+	var me *mailtype.Error
+	switch {
+	case errors.Is(err, store.ErrBadQuery), errors.Is(err, store.ErrInvalidAddress):
+		return bad(err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		return &httpError{http.StatusNotFound, "not_found", err.Error()}
+	case errors.As(err, &me) && me.Reason == mailtype.ReasonDatabase, errors.Is(err, context.DeadlineExceeded):
+		return unavailable(err)
+	}
+	return &httpError{http.StatusInternalServerError, "internal", "an unexpected error: it is logged; try again, or ask the service's operator"}
+}
+
+func unavailable(err error) *httpError {
+	return &httpError{http.StatusServiceUnavailable, "unavailable", "the database or broker is unavailable, try again shortly: " + mailtype.Sanitize(err.Error())}
+}
+
+// writeJSON answers v as JSON.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// apiError answers err as {"error": ..., "kind": ...}.
+func (c *Console) apiError(w http.ResponseWriter, r *http.Request, err error) {
+	he := classify(err)
+	if he.Status == http.StatusInternalServerError {
+		c.deps.Log.Error("console api", "path", r.URL.Path, "error", err)
+	}
+	if he.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="mailsvc console"`)
+	}
+	writeJSON(w, he.Status, map[string]string{"error": he.Msg, "kind": he.Kind})
+}
+
+// keyPath is a dedupe key as one path segment.
+func keyPath(key string) string { return url.PathEscape(key) }

@@ -1,0 +1,66 @@
+package console
+
+import (
+	"net/http"
+	"strings"
+	"time"
+)
+
+// loginData is the login page's.
+type loginData struct {
+	Token, Name, Message, Error string
+}
+
+// loginForm shows the login form with a fresh anti-forgery nonce.
+func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
+	msg := ""
+	if r.URL.Query().Get("m") == "expired" {
+		msg = errExpired.Error()
+	}
+	c.showLogin(w, http.StatusOK, loginData{Message: msg})
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, code int, d loginData) {
+	n := randomID()
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: n, Path: "/login", MaxAge: 1800,
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	d.Token = c.sessions.loginToken(n)
+	c.render(w, code, "login", c.view(nil, "Log in", "", d))
+}
+
+// login checks the form's anti-forgery token and the password, at most
+// LoginRate attempts a minute per client address, and starts a session.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if !c.logins.allow(clientAddress(r)) {
+		c.showLogin(w, http.StatusTooManyRequests, loginData{Error: "too many login attempts from your address: wait a minute and try again"})
+		return
+	}
+	name := strings.TrimSpace(r.PostFormValue("name"))
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || !c.sessions.checkLoginToken(ck.Value, r.PostFormValue("csrf")) {
+		c.showLogin(w, http.StatusForbidden, loginData{Name: name, Error: "this login form is stale or foreign: it was reloaded, try again"})
+		return
+	}
+	u, ok := c.checkPassword(name, r.PostFormValue("password"))
+	if !ok {
+		c.deps.Log.Warn("console login refused", "user", name, "client", clientAddress(r))
+		c.showLogin(w, http.StatusUnauthorized, loginData{Name: name, Error: "unknown name or wrong password"})
+		return
+	}
+	_, cookie := c.sessions.issue(u.Name, u.Role)
+	http.SetCookie(w, cookie)
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/login", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	c.deps.Log.Info("console login", "user", u.Name, "role", u.Role, "client", clientAddress(r))
+	http.Redirect(w, r, "/search", http.StatusSeeOther)
+}
+
+// logout ends the session (a POST with its CSRF token).
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, id *identity) error {
+	if id.Via == "session" {
+		c.sessions.revoke(id.session)
+	}
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Path: "/", Expires: time.Unix(1, 0), MaxAge: -1,
+		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	return nil
+}

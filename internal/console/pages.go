@@ -1,0 +1,143 @@
+package console
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/operator"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/console.css
+var staticFS embed.FS
+
+// pages holds one parsed template per page, each with the layout.
+type pages struct{ byName map[string]*template.Template }
+
+// funcs are the templates' helpers; none returns template.HTML: every
+// stored or typed string is escaped by html/template.
+var funcs = template.FuncMap{
+	"stamp": func(t any) string {
+		switch v := t.(type) {
+		case time.Time:
+			return operator.Stamp(&v)
+		case *time.Time:
+			return operator.Stamp(v)
+		}
+		return ""
+	},
+	"keypath": keyPath,
+}
+
+func loadPages() (*pages, error) {
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	p := &pages{byName: map[string]*template.Template{}}
+	for _, n := range names {
+		if n == "templates/layout.html" {
+			continue
+		}
+		t, err := template.New("").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", n)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", n, err)
+		}
+		p.byName[n[len("templates/"):len(n)-len(".html")]] = t
+	}
+	return p, nil
+}
+
+// view is what every page's template gets.
+type view struct {
+	Title string
+	Nav   string
+	Who   *identity
+	CSRF  string
+	Data  any
+}
+
+// render writes the page name with data, status code.
+func (c *Console) render(w http.ResponseWriter, code int, name string, v view) {
+	var buf bytes.Buffer
+	if err := c.pages.byName[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		c.deps.Log.Error("console page", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// pageError renders err as a page with its status.
+func (c *Console) pageError(w http.ResponseWriter, r *http.Request, id *identity, err error) {
+	he := classify(err)
+	if he.Status == http.StatusInternalServerError {
+		c.deps.Log.Error("console page", "path", r.URL.Path, "error", err)
+	}
+	heading := map[int]string{400: "That input cannot be used", 403: "Not allowed", 404: "Not found",
+		409: "Refused", 503: "Unavailable", 500: "Something went wrong"}[he.Status]
+	c.render(w, he.Status, "error", c.view(id, heading, "", struct{ Heading, Message string }{heading, he.Msg}))
+}
+
+// view fills a view for id.
+func (c *Console) view(id *identity, title, nav string, data any) view {
+	v := view{Title: title, Nav: nav, Who: id, Data: data}
+	if id != nil && id.key() != "" {
+		v.CSRF = c.sessions.csrf(id.key())
+	}
+	return v
+}
+
+// pageHandler is a page's handler once the person is known.
+type pageHandler func(w http.ResponseWriter, r *http.Request, id *identity) error
+
+// page authenticates a page request (no credentials or an expired
+// session: to the login page, saying why), checks a POST's CSRF token and,
+// with operator set, the role; then calls h and renders its error.
+func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := c.authenticate(r)
+		if err != nil {
+			target := "/login"
+			if errors.Is(err, errExpired) {
+				target += "?m=expired"
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		if err := c.checkPost(r, &id, "csrf", r.PostFormValue); err != nil {
+			c.pageError(w, r, &id, err)
+			return
+		}
+		if operatorOnly && id.Role != Operator {
+			c.pageError(w, r, &id, errForbidden)
+			return
+		}
+		if err := h(w, r, &id); err != nil {
+			c.pageError(w, r, &id, err)
+		}
+	}
+}
+
+// checkPost refuses a POST or DELETE of a session or proxy user whose
+// CSRF token (read by get(name)) is not its own; a token's requests carry
+// no cookie and need none.
+func (c *Console) checkPost(r *http.Request, id *identity, name string, get func(string) string) error {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || id.key() == "" {
+		return nil
+	}
+	if !c.sessions.checkCSRF(id.key(), get(name)) {
+		return errCSRF
+	}
+	return nil
+}

@@ -1,0 +1,44 @@
+package console
+
+import (
+	"io/fs"
+	"net/http"
+)
+
+// routes registers every page and API route; Routes lists the API's.
+func (c *Console) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(http.FileServerFS(static))))
+	mux.HandleFunc("GET /login", c.loginForm)
+	mux.HandleFunc("POST /login", c.login)
+	mux.HandleFunc("POST /logout", c.page(false, c.logout))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/search", http.StatusSeeOther) })
+	mux.HandleFunc("GET /search", c.page(false, c.search))
+	mux.HandleFunc("POST /search", c.page(false, c.search))
+	mux.HandleFunc("GET /mails/{key}", c.page(false, c.mail))
+	mux.HandleFunc("GET /mails/{key}/preview", c.page(false, c.preview))
+	mux.HandleFunc("GET /orders/{id}", c.page(false, c.order))
+	mux.HandleFunc("GET /overview", c.page(false, c.overview))
+	mux.HandleFunc("GET /suppressions", c.page(false, c.suppressions))
+	mux.HandleFunc("POST /suppressions", c.page(false, c.suppressions))
+	mux.HandleFunc("GET /audit", c.page(false, c.audit))
+	mux.HandleFunc("GET /actions/{action}", c.page(true, c.confirm))
+	mux.HandleFunc("POST /actions/{action}/confirm", c.page(true, c.confirm))
+	mux.HandleFunc("POST /actions/{action}", c.page(true, c.act))
+	for _, rt := range apiRoutes(c) {
+		mux.HandleFunc(rt.Method+" "+rt.Path, rt.handler)
+	}
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		c.apiError(w, r, &httpError{http.StatusNotFound, "not_found", "no such API route: " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+// staticFiles lets the stylesheet be cached (it holds nothing secret).
+func staticFiles(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		h.ServeHTTP(w, r)
+	})
+}
