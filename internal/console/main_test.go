@@ -27,7 +27,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(runThenCloseBrowser{m})
+}
+
+// runThenCloseBrowser closes the shared browser after the tests, before
+// goleak looks for goroutines left behind.
+type runThenCloseBrowser struct{ m *testing.M }
+
+func (r runThenCloseBrowser) Run() int {
+	defer closeBrowser()
+	return r.m.Run()
 }
 
 // The people of every test: a viewer and an operator with passwords, and
