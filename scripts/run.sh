@@ -103,6 +103,9 @@ cat <<TXT
 == mailsvc is running (logs: .run/mailsvc.log). Where to look:
   Mailpit (the mails):  http://127.0.0.1:8025   SMTP 127.0.0.1:1025: $owner
   Metrics:              http://127.0.0.1:8080/metrics   readiness: http://127.0.0.1:8080/readyz
+  Support console:      http://127.0.0.1:8082/orders/$vi   demo logins: operator / operator-demo,
+                        viewer / viewer-demo; API: curl -H 'Authorization: Bearer helpdesk-demo-token' \
+                        http://127.0.0.1:8082/api/v1/orders/$vi/mails   (docs/console.md)
   One mail's story:     $cli mail show order-confirmed:$vi
   An order's mails:     $cli mail show --order $late
 Expected: 5 mails in Mailpit ($vi vi, $en en, $dup once despite the duplicate event, $late sent
