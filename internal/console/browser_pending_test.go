@@ -31,11 +31,12 @@ func TestBrowserAnOperatorFindsOrder42SeesItsStoryAndResendsIt(t *testing.T) {
 	))
 	require.Equal(t, "1–1 of 1", text(t, ctx, `#count`))
 	screenshot(t, ctx, "search")
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`table.mails tbody td:nth-child(2) a`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`table.mails tbody td:nth-child(1) a`))))
 	require.Contains(t, text(t, ctx, `#verdict`), "accepted by the provider at")
 	require.Contains(t, text(t, ctx, `#timeline`), "received")
 	require.Equal(t, "Order 42: "+script, text(t, ctx, `#text`), "the text part as text")
 	screenshot(t, ctx, "mail")
+	fullScreenshot(t, ctx, "mail", 1500)
 	// The preview, as its frame loads it: the stored HTML, no script run.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(b.base+"/mails/"+url.PathEscape(key)+"/preview")))
 	require.Equal(t, "Order 42: "+script, text(t, ctx, `p`))

@@ -131,6 +131,23 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)))
 }
 
+// fullScreenshot saves the page at the laptop width in a window as tall
+// as height (the sandboxed preview frame is painted only inside the
+// window) as docs/console-NAME-full.png, with MAILSVC_CONSOLE_SCREENSHOTS
+// set.
+func fullScreenshot(t *testing.T, ctx context.Context, name string, height int64) {
+	t.Helper()
+	dir := os.Getenv("MAILSVC_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, height, chromedp.EmulateScale(1))))
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "console-"+name+"-full.png"), png, 0o644))
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)))
+}
+
 func TestBrowserAViewerLogsInReadsAndIsRefusedAnAction(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

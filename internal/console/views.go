@@ -19,6 +19,8 @@ type searchData struct {
 	Range      string
 	Prev, Next int
 	Error      string
+	// MoreOpen opens the less used filters when one is set.
+	MoreOpen bool
 }
 
 // search shows the form and, with filters, a page of mails. GET takes
@@ -33,6 +35,9 @@ func (c *Console) search(w http.ResponseWriter, r *http.Request, id *identity) e
 		return bad("recipient: send it with the search form (POST), not in the URL: an address in a URL lands in logs")
 	}
 	d := searchData{Form: v, Statuses: mailtype.Statuses}
+	for _, k := range []string{"event_id", "provider_message_id", "template", "provider", "status", "since", "until", "sort"} {
+		d.MoreOpen = d.MoreOpen || (v.Get(k) != "" && v.Get(k) != "newest")
+	}
 	filters := url.Values{}
 	for k, vals := range v {
 		if k != "csrf" && k != "page" && len(vals) > 0 && vals[0] != "" {
