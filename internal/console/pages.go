@@ -89,6 +89,16 @@ func (c *Console) pageError(w http.ResponseWriter, r *http.Request, id *identity
 	c.render(w, he.Status, "error", c.view(id, heading, "", struct{ Heading, Message string }{heading, he.Msg}))
 }
 
+// partError is the text shown in place of a part of a page that could
+// not be read; an unexpected error is logged.
+func (c *Console) partError(err error) string {
+	he := classify(err)
+	if he.Status == http.StatusInternalServerError {
+		c.deps.Log.Error("console read", "error", err)
+	}
+	return he.Msg
+}
+
 // view fills a view for id.
 func (c *Console) view(id *identity, title, nav string, data any) view {
 	v := view{Title: title, Nav: nav, Who: id, Data: data}
@@ -114,6 +124,9 @@ func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
 			}
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
+		}
+		if r.Method == http.MethodPost {
+			_ = r.ParseForm() // a body past the limit leaves the form empty: the CSRF check refuses it
 		}
 		if err := c.checkPost(r, &id, "csrf", r.PostFormValue); err != nil {
 			c.pageError(w, r, &id, err)

@@ -41,7 +41,8 @@ type Server struct {
 // NewServer returns the server of c on addr; nothing listens until Start.
 func NewServer(c *Console, addr string) *Server {
 	base, end := context.WithCancel(context.Background())
-	h := http.TimeoutHandler(c.Handler(), requestTimeout, "the console took too long to answer: try again")
+	// The security headers go on first, so that a timeout's answer has them too.
+	h := secure(http.TimeoutHandler(c.mux, requestTimeout, "the console took too long to answer: try again"))
 	return &Server{c: c, addr: addr, srv: httpguard.Server(Limits, h, base), end: end}
 }
 

@@ -27,12 +27,12 @@ type overviewData struct {
 func (c *Console) overviewOf(ctx context.Context) overviewData {
 	d := overviewData{Statuses: mailtype.Statuses, DLQ: "unknown (no broker information on this replica)"}
 	if o, err := c.deps.Store.Overview(ctx); err != nil {
-		d.Error = classify(err).Msg
+		d.Error = c.partError(err)
 	} else {
 		d.Overview = &o
 	}
 	if p, err := c.deps.Store.ProviderStates(ctx); err != nil {
-		d.ProvidersError = classify(err).Msg
+		d.ProvidersError = c.partError(err)
 	} else {
 		d.Providers = p
 	}
@@ -128,7 +128,7 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, id *identity) er
 		Error   string
 	}{Query: q, Entries: entries}
 	if err != nil {
-		d.Error = classify(err).Msg
+		d.Error = c.partError(err)
 	}
 	c.render(w, http.StatusOK, "audit", c.view(id, "Audit log", "audit", d))
 	return nil

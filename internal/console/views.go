@@ -91,10 +91,10 @@ func (c *Console) mailView(ctx context.Context, raw string) (mailData, error) {
 	now := c.deps.Now()
 	d := mailData{Mail: m, Verdict: operator.Verdict(m, now), Report: operator.MailReport(m, now)}
 	if d.Timeline, err = c.deps.Store.MailTimeline(ctx, key); err != nil {
-		d.TimelineError = classify(err).Msg
+		d.TimelineError = c.partError(err)
 	}
 	if content, err := c.deps.Store.MailContentByKey(ctx, key); err != nil {
-		d.ContentError = classify(err).Msg
+		d.ContentError = c.partError(err)
 	} else {
 		d.Content = &content
 	}

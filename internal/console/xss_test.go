@@ -63,3 +63,15 @@ func TestEveryResponseCarriesTheSecurityHeaders(t *testing.T) {
 		}
 	}
 }
+
+func TestTheConsoleServesNoProbeMetricsOrWebhook(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	v := b.login(t, operatorName, operatorPassword)
+	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/debug/pprof/", "/webhooks/resend"} {
+		code, _ := v.get(p)
+		require.Equal(t, http.StatusNotFound, code, p)
+	}
+	code, _ := v.post("/webhooks/resend", nil)
+	require.Equal(t, http.StatusNotFound, code)
+}
