@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/mailsvc/mailsvc/internal/console"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
@@ -173,4 +174,41 @@ func TestACancelledOrdersResendIsRefusedAsTheCLIRefusesIt(t *testing.T) {
 	require.Equal(t, "refused", out["kind"])
 	require.Contains(t, out["error"], refusal)
 	require.Equal(t, int64(1), b.mails(t))
+}
+
+func TestAnOperatorMayTakeEveryAction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.insertSent(t, storeMail("1"))
+	for _, rt := range console.Routes() {
+		if !rt.Operator {
+			continue
+		}
+		code, out := b.api(t, b.operatorToken, rt.Method, apiPath(rt.Path),
+			map[string]any{"reason": "matrix", "dry_run": true, "address": "ann@example.com", "delivered": true})
+		require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusInternalServerError}, code,
+			"%s %s: %v", rt.Method, rt.Path, out)
+	}
+	require.Equal(t, int64(1), b.mails(t), "dry runs change nothing")
+	require.Empty(t, b.audit(t), "nor write the audit log")
+}
+
+func TestSuppressingAnAddressKeepsItOutOfURLs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.login(t, operatorName, operatorPassword)
+	code, body := o.post("/actions/suppress/confirm", url.Values{"csrf": {o.csrf}, "address": {" <Ann@Example.COM> "}})
+	require.Equal(t, http.StatusOK, code, body)
+	require.Contains(t, body, "Target: <b>the address Ann@example.com</b>")
+	nonce := regexp.MustCompile(`name="nonce" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	code, body = o.post("/actions/suppress", url.Values{"csrf": {o.csrf}, "nonce": {nonce}, "address": {"Ann@example.com"},
+		"reason": {"asked to receive nothing"}})
+	require.Equal(t, http.StatusOK, code, body)
+	list, err := b.sc.Store.Suppressions(context.Background())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, "Ann@example.com", list[0].Address)
+	// The nonce was for this address: another one cannot use it.
+	code, _ = o.post("/actions/suppress", url.Values{"csrf": {o.csrf}, "nonce": {nonce}, "address": {"bob@example.com"}, "reason": {"x"}})
+	require.Equal(t, http.StatusConflict, code)
 }
