@@ -129,9 +129,19 @@ func clientAddress(r *http.Request) string {
 	return host
 }
 
-// dummyHash is compared against for an unknown user, so that the time of
-// a login does not tell whether the name exists.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such user"), bcrypt.MinCost)
+// dummyHash is a hash at the cost of the configured users' (the first
+// one's), compared against for an unknown name, so that the time of a
+// login does not tell whether the name exists.
+func dummyHash(users []Credential) []byte {
+	cost := bcrypt.MinCost
+	if len(users) > 0 {
+		if c, err := bcrypt.Cost(users[0].Hash); err == nil {
+			cost = c
+		}
+	}
+	h, _ := bcrypt.GenerateFromPassword([]byte(randomID()), cost)
+	return h
+}
 
 // checkPassword returns the user name and password's credential, or false.
 func (c *Console) checkPassword(name, password string) (Credential, bool) {
@@ -140,7 +150,7 @@ func (c *Console) checkPassword(name, password string) (Credential, bool) {
 			return u, bcrypt.CompareHashAndPassword(u.Hash, []byte(password)) == nil
 		}
 	}
-	_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+	_ = bcrypt.CompareHashAndPassword(c.dummy, []byte(password))
 	return Credential{}, false
 }
 

@@ -118,6 +118,7 @@ type Console struct {
 	logins   *limiter
 	pages    *pages
 	mux      *http.ServeMux
+	dummy    []byte // dummyHash
 }
 
 // New builds the console; it serves nothing until Handler is served
@@ -146,7 +147,8 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}
-	c := &Console{cfg: cfg, deps: deps, sessions: s, logins: newLimiter(cfg.LoginRate, deps.Now), pages: p}
+	c := &Console{cfg: cfg, deps: deps, sessions: s, logins: newLimiter(cfg.LoginRate, deps.Now), pages: p,
+		dummy: dummyHash(cfg.Users)}
 	c.mux = c.routes()
 	return c, nil
 }
