@@ -70,7 +70,12 @@ func (w *wiring) buildConsole() ([]named, error) {
 	if host, _, _ := net.SplitHostPort(cc.Addr); host == "" || host == "0.0.0.0" || host == "::" {
 		w.log.Info("the console listens on every interface: put it behind TLS (a reverse proxy) before people use it", "addr", cc.Addr)
 	}
-	return []named{{name: "console", c: console.NewServer(c, cc.Addr), stage: stopLast}}, nil
+	if u := w.cfg.Console.PublicURL; u != "" {
+		w.log.Info("console", "public_url", u, "addr", cc.Addr)
+	}
+	// It stops with the intake, in the first stage: no action is taken while
+	// the daemon winds down.
+	return []named{{name: "console", c: console.NewServer(c, cc.Addr)}}, nil
 }
 
 // consoleBrokerTimeout bounds each broker call of the console.
