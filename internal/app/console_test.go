@@ -14,8 +14,8 @@ func TestConsoleConfigParsesTheCredentials(t *testing.T) {
 	t.Parallel()
 	sum := sha256.Sum256([]byte("t0ken"))
 	cfg := &config.Config{Console: config.Console{Addr: "127.0.0.1:0",
-		Users:  []config.ConsoleUser{{Name: "otto", Role: "operator", PasswordHash: "$2a$10$wrlnzM2aukfAnMKH7gYcxehIlug7sK46k2rlZRyRsroNDfHwKgFnK"}},
-		Tokens: []config.ConsoleToken{{Name: "helpdesk", Role: "viewer", TokenSHA256: "b46c09677343261f0b439a472422225e3a230c9c094d6ab16762e2036b597053"}},
+		Users:              []config.ConsoleUser{{Name: "otto", Role: "operator", PasswordHash: "$2a$10$wrlnzM2aukfAnMKH7gYcxehIlug7sK46k2rlZRyRsroNDfHwKgFnK"}},
+		Tokens:             []config.ConsoleToken{{Name: "helpdesk", Role: "viewer", TokenSHA256: "b46c09677343261f0b439a472422225e3a230c9c094d6ab16762e2036b597053"}},
 		TrustedProxyHeader: "X-Forwarded-User", TrustedProxyDefaultRole: "viewer", TrustedProxyAddresses: []string{"10.0.0.0/8", "127.0.0.1"},
 	}}
 	cc, err := ConsoleConfig(cfg)
