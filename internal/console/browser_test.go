@@ -84,7 +84,7 @@ func tab(t *testing.T) context.Context {
 	require.NoError(t, browser.err, "headless Chromium is needed for the console's browser tests: "+
 		"run scripts/chromium.sh (make test does; Debian: apt-get install chromium), or set MAILSVC_CHROMIUM to its path")
 	ctx, cancel := chromedp.NewContext(browser.ctx, chromedp.WithNewBrowserContext())
-	ctx, cancelTimeout := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 20*time.Second)
 	t.Cleanup(func() { cancelTimeout(); cancel() })
 	return ctx
 }
