@@ -155,19 +155,40 @@ func (s *sessions) nonce(key, what string) string {
 	n := randomID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now()
+	// Forget what expired, of every session: a few people's confirmations.
+	for sk, sm := range s.nonces {
+		for k, exp := range sm {
+			if !now.Before(exp) {
+				delete(sm, k)
+			}
+		}
+		if len(sm) == 0 {
+			delete(s.nonces, sk)
+		}
+	}
 	m := s.nonces[key]
 	if m == nil {
 		m = map[string]time.Time{}
 		s.nonces[key] = m
 	}
-	now := s.now()
-	for k, exp := range m {
-		if !now.Before(exp) || len(m) >= maxNonces {
-			delete(m, k)
-		}
+	for len(m) >= maxNonces {
+		delete(m, oldest(m))
 	}
 	m[n+"\x00"+what] = now.Add(nonceTTL)
 	return n
+}
+
+// oldest is the key of m that expires first.
+func oldest(m map[string]time.Time) string {
+	var key string
+	var first time.Time
+	for k, exp := range m {
+		if key == "" || exp.Before(first) {
+			key, first = k, exp
+		}
+	}
+	return key
 }
 
 // consume uses up the confirmation n of what: false when it was never
