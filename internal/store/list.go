@@ -53,6 +53,14 @@ type MailSummary struct {
 	LastErrorClass    mailtype.Class `json:"last_error_class,omitempty"`
 	CreatedAt         time.Time      `json:"created_at"`
 	UpdatedAt         time.Time      `json:"updated_at"`
+	// ToEmail, Subject, Locale, Revision (the order revision) and SentAt
+	// (when the provider accepted the mail) are filled by SearchMails
+	// only; ListMails leaves them zero.
+	ToEmail  string     `json:"to_email,omitempty"`
+	Subject  string     `json:"subject,omitempty"`
+	Locale   string     `json:"locale,omitempty"`
+	Revision int        `json:"revision,omitempty"`
+	SentAt   *time.Time `json:"sent_at,omitempty"`
 }
 
 // listMailsSQL reads one status's mails, oldest change first. The status
