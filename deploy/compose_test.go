@@ -136,8 +136,13 @@ func TestComposeMailsvc(t *testing.T) {
 	require.Contains(t, cfg.AMQP.URL.Reveal(), "@rabbitmq:5672/")
 	require.Contains(t, serve.Ports, "127.0.0.1:8080:"+portOf(t, cfg.HTTP.Addr))
 
-	// The stack `make run` gives: every setting of configs/dev.yaml is set here too.
+	// The stack `make run` gives: every setting of configs/dev.yaml is set here too, but the
+	// console's: its logins are lists of records, which no variable carries, so the compose
+	// stack leaves the console off (docs/console.md: mount a config file to turn it on).
 	for _, k := range yamlKeys(t, readFile(t, "configs/dev.yaml")) {
+		if strings.HasPrefix(k, "console.") {
+			continue
+		}
 		require.Contains(t, serve.Environment, config.EnvName(k), "configs/dev.yaml sets %s", k)
 	}
 
