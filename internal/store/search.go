@@ -99,6 +99,9 @@ func (s *Store) SearchMails(ctx context.Context, q MailQuery) (MailPage, error) 
 	if page.Mails, err = pgx.CollectRows(rows, scanSummary); err != nil {
 		return MailPage{}, fmt.Errorf("search mails: %w", interpretError(err))
 	}
+	if page.Mails == nil {
+		page.Mails = []MailSummary{} // "mails": [] in JSON
+	}
 	if n := len(page.Mails); n > 0 && n < q.Limit {
 		page.Total = int64(q.Offset + n) // the last page: no count needed
 		return page, nil

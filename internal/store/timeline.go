@@ -35,7 +35,8 @@ type TimelineEntry struct {
 }
 
 // MailTimeline returns the story of the mail with this dedupe key, oldest
-// first (entries of the same instant in the order of TimelineKind): the
+// first (entries of the same instant in the order received, attempt,
+// outcome, report, feedback, operator): the
 // input event; its sends (from the mail row, and from mail_attempt for
 // every send that did not end in a first-send success: docs/design.md,
 // "Support search and timeline"); each outcome; each feedback event with
@@ -49,6 +50,7 @@ func (s *Store) MailTimeline(ctx context.Context, dedupeKey string) ([]TimelineE
 	if err != nil {
 		return nil, err
 	}
+	row.key = dedupeKey
 	out := row.entries()
 	events, err := s.timelineEvents(ctx, dedupeKey)
 	if err != nil {
@@ -84,6 +86,7 @@ func kindRank(k TimelineKind) int {
 // timelineMail is what the timeline reads of the mail row.
 type timelineMail struct {
 	id                                         int64
+	key                                        string
 	eventID, orderID, template, status, trace  string
 	provider, pmid, lastError, lastErrorClass  string
 	revision, claims, sends                    int
@@ -141,6 +144,10 @@ func (m timelineMail) received() TimelineEntry {
 	if m.eventID == "" {
 		return TimelineEntry{At: m.createdAt, Kind: TimelineReceived, Detail: d,
 			Summary: "tombstone written: the order was cancelled before its confirmation arrived"}
+	}
+	if original, _, ok := strings.Cut(m.key, ResendSuffix); ok {
+		return TimelineEntry{At: m.createdAt, Kind: TimelineReceived, Detail: d,
+			Summary: "resend of " + original + " written by an operator"}
 	}
 	return TimelineEntry{At: m.createdAt, Kind: TimelineReceived, Summary: "input event received", Detail: d}
 }

@@ -274,3 +274,17 @@ func TestMailContentByKey(t *testing.T) {
 		ToName: `Ann "A"`, ReplyTo: "help@shop.example", Subject: "Order 7", MessageID: mailtype.MessageID("order-confirmed:7", "example.com"),
 		Text: "text 7", HTML: "<p>item <script>alert(1)</script></p>"}, c)
 }
+
+func TestTimelineOfAResend(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	key := seedMail(t, b.sc, "order-confirmed:10", "10", mailtype.StatusSent)
+	newKey, err := b.st.Resend(testCtx(t), key, "shop.example", "ns")
+	require.NoError(t, err)
+	v := b.view(t, newKey)
+	b.requireTimeline(t, newKey, []store.TimelineEntry{
+		entry(v.CreatedAt, store.TimelineReceived, "resend of order-confirmed:10 written by an operator", "event_id", v.EventID,
+			"occurred_at", rfc(*v.OccurredAt), "order_id", "10", "revision", "1", "template", "order_confirmed"),
+		entry(v.UpdatedAt, store.TimelineOutcome, "pending (work left)"),
+	})
+}
