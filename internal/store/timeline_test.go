@@ -288,3 +288,14 @@ func TestTimelineOfAResend(t *testing.T) {
 		entry(v.UpdatedAt, store.TimelineOutcome, "pending (work left)"),
 	})
 }
+
+func TestTimelineShowsTheTraceOfTheInputEvent(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	_, err := storetest.InsertPending(testCtx(t), b.st, storetest.Mail{OrderID: "11", ToEmail: "k@example.com"})
+	require.NoError(t, err)
+	b.sc.Exec(t, `UPDATE mail SET trace_context = '{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}'`)
+	got := b.timeline(t, "order-confirmed:11")
+	require.Equal(t, store.TimelineReceived, got[0].Kind)
+	require.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", got[0].Detail["trace_id"])
+}
