@@ -24,7 +24,6 @@ func TestBrowserAnOperatorFindsOrder42SeesItsStoryAndResendsIt(t *testing.T) {
 	require.NoError(t, err)
 	ctx := tab(t)
 	browserLogin(t, ctx, b, operatorName, operatorPassword)
-	screenshot(t, ctx, "search-empty")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.SendKeys(chromedp.CSS(`input[name=order_id]`), "42"),
 		chromedp.Submit(chromedp.CSS(`input[name=order_id]`)),

@@ -35,6 +35,14 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"keypath": keyPath,
+	// lag rounds a delivery lag for reading: whole milliseconds under a
+	// second, tenths of a second above.
+	"lag": func(d time.Duration) string {
+		if d < time.Second {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(100 * time.Millisecond).String()
+	},
 }
 
 func loadPages() (*pages, error) {
