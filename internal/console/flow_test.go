@@ -1,8 +1,8 @@
 package console_test
 
-// These tests need the store's search, timeline, rendered content,
-// overview and audit log and the operator actions and input rules, which
-// are filled in beside the console: they pass once those land.
+// The support desk's flows over the real store and operator actions:
+// search, a mail's page, resend and its refusals, through the pages and
+// the API.
 
 import (
 	"context"

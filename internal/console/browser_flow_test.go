@@ -1,8 +1,7 @@
 package console_test
 
-// The browser's half of the pending tests (console_pending_test.go):
-// they need the store's search, timeline and content and the operator
-// actions.
+// The browser's half of flow_test.go: an operator finds order 42, reads
+// its story and resends it; a cancelled order's resend is refused.
 
 import (
 	"net/url"
