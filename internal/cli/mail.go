@@ -146,7 +146,7 @@ func newMailShowCmd(e *env) *cobra.Command {
 				// Why a waiting mail waits, when a provider is paused; a
 				// failed read leaves that out of the report.
 				states, _ := st.ProviderStates(e.ctx)
-				return writeMails(e.stdout, mails, states, cfg.Mail.DeliveryConfirmAfter)
+				return writeMails(e.stdout, mails, states, cfg)
 			})
 		},
 	}
@@ -223,13 +223,13 @@ func writeMailsJSON(w io.Writer, mails []store.MailView, single bool) error {
 	return enc.Encode(mails)
 }
 
-func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderState, confirmAfter time.Duration) error {
+func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderState, cfg *config.Config) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for i, m := range mails {
 		if i > 0 {
 			fmt.Fprintln(tw)
 		}
-		writeMail(tw, m, states, confirmAfter)
+		writeMail(tw, m, states, cfg.Mail.DeliveryConfirmAfter, cfg.Retention.Window)
 	}
 	return tw.Flush()
 }
@@ -238,10 +238,12 @@ func writeMails(w io.Writer, mails []store.MailView, states []store.ProviderStat
 // "name: value" lines, then, for a mail that waits, the providers that are
 // paused (operator.PausedProviders), and for a sent mail without a
 // delivery report after confirmAfter (mail.delivery_confirm_after), that
-// (operator.DeliveryUnconfirmed).
-func writeMail(w io.Writer, m store.MailView, states []store.ProviderState, confirmAfter time.Duration) {
+// (operator.DeliveryUnconfirmed), and until when its published feedback
+// events can be republished, kept for keptFor (operator.RepublishFields).
+func writeMail(w io.Writer, m store.MailView, states []store.ProviderState, confirmAfter, keptFor time.Duration) {
 	now := time.Now()
-	fields := append(operator.MailReport(m, now), operator.PausedProviders(m, states)...)
+	fields := append(operator.MailReport(m, now), operator.RepublishFields(m, keptFor, now)...)
+	fields = append(fields, operator.PausedProviders(m, states)...)
 	for _, f := range append(fields, operator.DeliveryUnconfirmed(m, confirmAfter, now)...) {
 		fmt.Fprintf(w, "%s:\t%s\n", f.Name, f.Value)
 	}

@@ -16,8 +16,8 @@ import (
 )
 
 func newOutboxCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "outbox", Short: "Show and revive feedback events the relay has not published: list, replay"}
-	cmd.AddCommand(newOutboxListCmd(e), newOutboxReplayCmd(e))
+	cmd := &cobra.Command{Use: "outbox", Short: "Show, revive and republish feedback events: list, replay, republish"}
+	cmd.AddCommand(newOutboxListCmd(e), newOutboxReplayCmd(e), newOutboxRepublishCmd(e))
 	return cmd
 }
 
