@@ -124,3 +124,55 @@ func TestEmitRefusals(t *testing.T) {
 	require.Equal(t, ExitUnavailable, ExitCode(err))
 	require.ErrorContains(t, err, "check amqp.url")
 }
+
+// The incident recipe "republish OrderCancelled for those orders": one
+// event per listed order (a revision where the line gives one, a repeated
+// line once), a dry run publishing nothing, a bad line refusing the file.
+func TestEmitOrderCancelledFromFile(t *testing.T) {
+	t.Parallel()
+	o := newOpsEnv(t, "")
+	dlqTopology(t, o.names, nil)
+	list := "\uFEFF# INC-7: orders cancelled while the consumer was down\n 41\u00a0\n\nA-7 2\n41\n43\t3\n"
+
+	out, _, err := o.runIO(t, list, "emit", "order-cancelled", "--from", "-", "--dry-run")
+	require.NoError(t, err)
+	require.Equal(t, "would publish OrderCancelled order_id=41 revision=1 dedupe_key=order-cancelled:41\n"+
+		"would publish OrderCancelled order_id=A-7 revision=2 dedupe_key=order-cancelled:A-7:r2\n"+
+		"would publish OrderCancelled order_id=43 revision=3 dedupe_key=order-cancelled:43:r3\n"+
+		"would publish 3 OrderCancelled events (dry run: nothing published)\n", out)
+	require.Equal(t, 0, depth(t, o.names.Queue))
+
+	out, _, err = o.runIO(t, list, "emit", "order-cancelled", "--from", "-", "--rate", "100")
+	require.NoError(t, err)
+	require.Contains(t, out, "published 3 OrderCancelled events to "+o.names.InputExchange+" (3 messages, confirmed)")
+	got := drain(t, o.names.Queue)
+	require.Len(t, got, 3)
+	type cancel struct {
+		EventType string `json:"event_type"`
+		DedupeKey string `json:"dedupe_key"`
+		Data      struct {
+			OrderID  string `json:"order_id"`
+			Revision int    `json:"revision"`
+		} `json:"data"`
+	}
+	var evs []cancel
+	for _, g := range got {
+		var ev cancel
+		require.NoError(t, json.Unmarshal(g.Body, &ev))
+		require.Equal(t, "order.cancelled", g.RoutingKey)
+		evs = append(evs, ev)
+	}
+	want := []cancel{{EventType: "OrderCancelled", DedupeKey: "order-cancelled:41"}, {EventType: "OrderCancelled", DedupeKey: "order-cancelled:A-7:r2"},
+		{EventType: "OrderCancelled", DedupeKey: "order-cancelled:43:r3"}}
+	want[0].Data.OrderID, want[1].Data.OrderID, want[1].Data.Revision, want[2].Data.OrderID, want[2].Data.Revision = "41", "A-7", 2, "43", 3
+	require.Equal(t, want, evs)
+
+	_, _, err = o.runIO(t, "41\n42 two\n", "emit", "order-cancelled", "--from", "-")
+	require.ErrorContains(t, err, `--from -: line 2: not ORDER or ORDER REVISION (a revision is a whole number from 1): "42 two"`)
+	require.Equal(t, ExitInvalid, ExitCode(err))
+	_, _, err = o.runIO(t, "41\n\xff\xfe\n", "emit", "order-cancelled", "--from", "-")
+	require.ErrorContains(t, err, "line 2: not an order id: not valid UTF-8")
+	_, _, err = o.runIO(t, "41\n", "emit", "order-confirmed", "--from", "-")
+	require.ErrorContains(t, err, "--from goes with order-cancelled")
+	require.Equal(t, 0, depth(t, o.names.Queue), "nothing published by a refused file")
+}
