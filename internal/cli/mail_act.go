@@ -8,26 +8,41 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mailsvc/mailsvc/internal/app"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/operator"
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 func newMailResendCmd(e *env) *cobra.Command {
 	var af actorFlags
-	var dryRun bool
+	var dryRun, notice bool
 	cmd := &cobra.Command{
-		Use:   "resend KEY [--reason R] [--actor A] [--dry-run]",
+		Use:   "resend KEY [--notice] [--reason R] [--actor A] [--dry-run]",
 		Short: "Send a new copy of a sent or failed mail as KEY:resend:N; the original row is never changed",
-		Args:  cobra.ExactArgs(1),
+		Long: `Sends a new copy of a sent or failed mail as KEY:resend:N; the original row is never changed.
+With --notice the copy starts with its template's resend notice in the mail's language ("If you
+already received this e-mail, please ignore it"), in the text and the HTML part; the copy is
+stored once, so each of its attempts sends the same bytes.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			return e.withStore(func(cfg *config.Config, st *store.Store) error {
-				return printAction(e, cfg)(actions(cfg, st).Resend(e.ctx, af.who(), args[0], af.reason, dryRun))
+				a := actions(cfg, st)
+				if notice {
+					reg, err := templates.New(app.TemplatesOptions(cfg))
+					if err != nil {
+						return fmt.Errorf("load the templates for --notice (templates.dir): %w", err)
+					}
+					a.Notices = reg.ResendNotice
+				}
+				return printAction(e, cfg)(a.ResendWith(e.ctx, af.who(), args[0], af.reason, dryRun, operator.ResendOptions{Notice: notice}))
 			})
 		},
 	}
 	af.bind(cmd, "why, for the audit log")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "say whether it would be sent and under which key; change nothing")
+	cmd.Flags().BoolVar(&notice, "notice", false, `start the copy with "If you already received this e-mail, please ignore it" in its language`)
 	return cmd
 }
 

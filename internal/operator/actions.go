@@ -38,6 +38,9 @@ type Actions struct {
 	// DeadLetterQueue names the queue ReplayDLQ empties, the target of
 	// its audit rows; "" reads "dead-letter queue".
 	DeadLetterQueue string
+	// Notices gives the resend notice of a template and locale
+	// (templates.Registry.ResendNotice); nil refuses ResendWith's Notice.
+	Notices func(template, locale string) (string, error)
 }
 
 // Result is what an action did (or, dry, would do), in one sentence, and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mailsvc/mailsvc/internal/store"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 // refusal is an error whose text is the whole message, wrapping a
@@ -38,32 +39,78 @@ func mailError(key string, err error) error {
 	return err
 }
 
-// Resend sends a new copy of the mail key (store.Resend's rules: a sent
-// or failed mail, not of a cancelled order, not to a suppressed address,
-// no other mail of its resend family in flight). The key is normalised by
-// Key. Dry, it runs the same transaction and rolls it back
-// (store.ResendDryRun), so it refuses exactly alike and names the key the
-// copy would get. Result.NewKey is the copy's key. Errors: see KindOf.
+// Resend is ResendWith without options.
 func (a *Actions) Resend(ctx context.Context, who Actor, key, reason string, dryRun bool) (Result, error) {
+	return a.ResendWith(ctx, who, key, reason, dryRun, ResendOptions{})
+}
+
+// ResendOptions change what a resend's copy says.
+type ResendOptions struct {
+	// Notice starts the copy with the resend notice of its template and
+	// language ("If you already received this e-mail, please ignore
+	// it."), in its text and HTML parts (templates.AddResendNotice). The
+	// subject is unchanged. It needs Actions.Notices.
+	Notice bool
+}
+
+// ResendWith sends a new copy of the mail key (store.Resend's rules: a
+// sent or failed mail, not of a cancelled order, not to a suppressed
+// address, no other mail of its resend family in flight), with o's
+// changes written into the copy once (it is stored, and each of its
+// attempts sends the same bytes). The key is normalised by Key. Dry, it
+// runs the same transaction and rolls it back, so it refuses exactly
+// alike and names the key the copy would get. Result.NewKey is the copy's
+// key. Errors: see KindOf; a Notice without Actions.Notices is refused.
+func (a *Actions) ResendWith(ctx context.Context, who Actor, key, reason string, dryRun bool, o ResendOptions) (Result, error) {
 	x := act{who: who, name: ActionResend, target: key, reason: reason, dryRun: dryRun, norm: Key, mailKey: true}
 	return a.run(ctx, x, func(key string) (Result, error) {
+		edit, err := a.resendEdit(o)
+		if err != nil {
+			return Result{}, err
+		}
 		ns, err := a.Store.IdempotencyNamespace(ctx, a.Namespace)
 		if err != nil {
 			return Result{}, err
 		}
-		resend := a.Store.Resend
+		resend := a.Store.ResendEdited
 		if dryRun {
-			resend = a.Store.ResendDryRun
+			resend = a.Store.ResendEditedDryRun
 		}
-		newKey, err := resend(ctx, key, a.FromDomain, ns)
+		newKey, err := resend(ctx, key, a.FromDomain, ns, edit)
 		if err != nil {
 			return Result{}, mailError(key, err)
 		}
-		if dryRun {
-			return Result{NewKey: newKey, Summary: fmt.Sprintf("would create %s (pending) as a copy of %s (dry run: nothing changed)", newKey, key)}, nil
+		with := ""
+		if o.Notice {
+			with = " with the resend notice"
 		}
-		return Result{NewKey: newKey, Summary: fmt.Sprintf("created %s (pending) as a copy of %s; follow it with `mailsvc mail show %s`", newKey, key, newKey)}, nil
+		if dryRun {
+			return Result{NewKey: newKey, Summary: fmt.Sprintf("would create %s (pending) as a copy of %s%s (dry run: nothing changed)", newKey, key, with)}, nil
+		}
+		return Result{NewKey: newKey, Summary: fmt.Sprintf("created %s (pending) as a copy of %s%s; follow it with `mailsvc mail show %s`", newKey, key, with, newKey)}, nil
 	})
+}
+
+// ErrNoNotices refuses a resend notice where no templates are loaded
+// (Actions.Notices is nil).
+var ErrNoNotices = errors.New("no templates loaded to take the resend notice from")
+
+// resendEdit is the store edit of o, nil for none.
+func (a *Actions) resendEdit(o ResendOptions) (store.ResendEdit, error) {
+	if !o.Notice {
+		return nil, nil
+	}
+	if a.Notices == nil {
+		return nil, ErrNoNotices
+	}
+	return func(template, locale, text, html string) (string, string, error) {
+		line, err := a.Notices(template, locale)
+		if err != nil {
+			return "", "", err
+		}
+		text, html = templates.AddResendNotice(text, html, line)
+		return text, html, nil
+	}, nil
 }
 
 // Reconcile settles the unknown mail key as delivered or not

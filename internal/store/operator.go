@@ -119,17 +119,17 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', no
 // resend of it is still pending or sending (a resend never risks a
 // duplicate).
 func (s *Store) Resend(ctx context.Context, dedupeKey, domain, namespace string) (string, error) {
-	return s.resend(ctx, dedupeKey, domain, namespace, true)
+	return s.resend(ctx, dedupeKey, domain, namespace, nil, true)
 }
 
 // ResendDryRun says what Resend would do, with the same new key and
 // errors (the same refusals), and changes nothing: it runs the very same
 // transaction and rolls it back.
 func (s *Store) ResendDryRun(ctx context.Context, dedupeKey, domain, namespace string) (string, error) {
-	return s.resend(ctx, dedupeKey, domain, namespace, false)
+	return s.resend(ctx, dedupeKey, domain, namespace, nil, false)
 }
 
-func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string, commit bool) (string, error) {
+func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string, edit ResendEdit, commit bool) (string, error) {
 	var newKey string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var src resendSource
@@ -156,6 +156,9 @@ func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string,
 			return err
 		}
 		newKey = dedupeKey + ResendSuffix + strconv.Itoa(n)
+		if err := src.edit(edit); err != nil {
+			return err
+		}
 		if err := insertResend(ctx, tx, newKey, domain, namespace, src); err != nil || commit {
 			return err
 		}

@@ -36,6 +36,9 @@ const (
 	fileSubject  = "subject.txt"
 	fileText     = "body.txt"
 	fileHTML     = "body.html"
+	// fileNotice is the resend notice, one line of plain text (optional;
+	// see Registry.ResendNotice).
+	fileNotice = "resend_notice.txt"
 )
 
 var (
@@ -101,6 +104,8 @@ type tmplSet struct {
 	subject *ttemplate.Template
 	text    *ttemplate.Template
 	html    *htemplate.Template
+	// notice is the resend notice, "" when the locale has none.
+	notice string
 }
 
 // entry is one template: its settings and its locales.
@@ -173,6 +178,9 @@ func loadSet(ls layers, dir string) (*tmplSet, error) {
 	}
 	if s.html, err = htemplate.New(where).Option("missingkey=error").Parse(string(b)); err != nil {
 		return nil, fmt.Errorf("parse %w", err)
+	}
+	if s.notice, err = loadNotice(ls, path.Join(dir, fileNotice)); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
