@@ -16,9 +16,13 @@ type ReplayOptions struct {
 	// Queue is the dead-letter queue read from; Exchange the input
 	// exchange replayed to, each message with its OriginalRoutingKey.
 	Queue, Exchange string
-	// Limit is the most messages one Run handles; 0 means every message
-	// present when the Replayer was made.
+	// Limit is the most messages one Run handles (replays, would replay
+	// or skips); 0 means every message present when the Replayer was
+	// made.
 	Limit int
+	// Filter selects the messages replayed; the others stay in the queue,
+	// in their place. Its zero value selects all.
+	Filter Filter
 	// Rate is the most messages replayed per second; it must be > 0.
 	Rate float64
 	// DryRun lists what would be replayed and changes nothing: every
@@ -65,8 +69,9 @@ type Handled struct {
 type Result struct {
 	// Depth is the number of messages in the queue when the Replayer was
 	// made; Replayed (would-replay in a dry run) and Skipped count the
-	// messages handled.
-	Depth, Replayed, Skipped int
+	// messages handled; Unmatched the messages read that Filter left in
+	// the queue.
+	Depth, Replayed, Skipped, Unmatched int
 }
 
 // BrokerError is a replay's failure to talk to the broker (a channel, a
@@ -85,6 +90,7 @@ func (e *BrokerError) Unwrap() error { return e.Err }
 // again waits for the next run instead of looping. It is not safe for
 // concurrent use.
 type Replayer struct {
+	conn    *broker.Conn
 	o       ReplayOptions
 	get     *broker.Getter
 	pub     *broker.Publisher
@@ -114,7 +120,7 @@ func NewReplayer(conn *broker.Conn, o ReplayOptions) (*Replayer, error) {
 		get.Close()
 		return nil, &BrokerError{Err: err}
 	}
-	r := &Replayer{o: o, get: get, pub: pub, limiter: rate.NewLimiter(rate.Limit(o.Rate), 1)}
+	r := &Replayer{conn: conn, o: o, get: get, pub: pub, limiter: rate.NewLimiter(rate.Limit(o.Rate), 1)}
 	depth, err := get.Depth(o.Queue)
 	if err != nil {
 		r.Close()
@@ -128,28 +134,29 @@ func NewReplayer(conn *broker.Conn, o ReplayOptions) (*Replayer, error) {
 }
 
 // Close closes the channels; the broker requeues every message read and
-// not removed (skipped ones, a dry run's).
+// not removed (skipped ones, unmatched ones, a dry run's), and Close waits
+// (a few seconds at most) until they are back in the queue.
 func (r *Replayer) Close() {
 	_ = r.pub.Close()
 	_ = r.get.Close()
+	kept := r.res.Skipped + r.res.Unmatched
+	if r.o.DryRun {
+		kept += r.res.Replayed
+	}
+	waitReturned(r.conn, r.o.Queue, kept)
 }
 
 // Result is what Run did so far.
 func (r *Replayer) Result() Result { return r.res }
 
-// Run handles at most Limit messages (or Depth, whichever is smaller),
-// at most Rate per second, and stops early when the queue is empty. It
-// returns ctx's error when ctx ends, or a *BrokerError.
+// Run reads the messages present when the Replayer was made, in queue
+// order, and handles those Filter selects, at most Limit of them, at most
+// Rate per second; it stops early when the queue is empty. It returns
+// ctx's error when ctx ends, or a *BrokerError.
 func (r *Replayer) Run(ctx context.Context) error {
-	n := r.res.Depth
-	if r.o.Limit > 0 && r.o.Limit < n {
-		n = r.o.Limit
-	}
-	for range n {
-		if !r.o.DryRun {
-			if err := r.limiter.Wait(ctx); err != nil {
-				return err
-			}
+	for range r.res.Depth {
+		if r.o.Limit > 0 && r.res.Replayed+r.res.Skipped >= r.o.Limit {
+			return nil
 		}
 		got, ok, err := r.get.Get(r.o.Queue)
 		if err != nil {
@@ -157,6 +164,10 @@ func (r *Replayer) Run(ctx context.Context) error {
 		}
 		if !ok {
 			return nil // someone else emptied it
+		}
+		if !r.o.Filter.Match(NewEntry(0, got.Message), time.Now()) {
+			r.res.Unmatched++ // held unacked until the end, then requeued by Close
+			continue
 		}
 		if err := r.one(ctx, got); err != nil {
 			return err
@@ -179,6 +190,9 @@ func (r *Replayer) one(ctx context.Context, got *broker.Got) error {
 		r.res.Replayed++ // held unacked; Close requeues it
 		r.o.Report(Handled{Action: WouldReplay, Item: item})
 		return nil
+	}
+	if err := r.limiter.Wait(ctx); err != nil {
+		return err
 	}
 	m := got.Message
 	m.Exchange, m.RoutingKey, m.Mandatory = r.o.Exchange, key, true
