@@ -15,8 +15,8 @@ import (
 )
 
 func newDLQCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{Use: "dlq", Short: "Work with the dead-letter queue"}
-	cmd.AddCommand(newDLQReplayCmd(e))
+	cmd := &cobra.Command{Use: "dlq", Short: "Inspect and decide on dead-lettered messages: list, show, replay, skip"}
+	cmd.AddCommand(newDLQListCmd(e), newDLQShowCmd(e), newDLQReplayCmd(e), newDLQSkipCmd(e))
 	return cmd
 }
 
@@ -25,19 +25,21 @@ type replayOptions struct {
 	limit  int
 	rate   float64
 	dryRun bool
+	ff     filterFlags
 }
 
 func newDLQReplayCmd(e *env) *cobra.Command {
 	var o replayOptions
 	var af actorFlags
 	cmd := &cobra.Command{
-		Use:   "replay [--limit N] [--rate R] [--dry-run] [--reason R] [--actor A]",
+		Use:   "replay [--error-reason R] [--routing-key K] [--older-than D] [--limit N] [--rate R] [--dry-run] [--reason R] [--actor A]",
 		Short: "Move dead-lettered messages back to the input exchange with their original routing key",
 		Long: `Moves dead-lettered messages back to amqp.input_exchange, each with its original
 routing key, at most --rate messages per second. A message leaves the dead-letter queue only
 after the broker confirmed its republish; on any error it stays there. One run handles at most
 the messages present when it starts, so a message that is still bad and is dead-lettered again
-waits for the next run instead of looping.`,
+waits for the next run instead of looping. With filters (--error-reason, --routing-key,
+--older-than) only the messages they select are replayed; the others stay in the queue, in order.`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			if o.rate <= 0 || o.limit < 0 {
@@ -50,7 +52,7 @@ waits for the next run instead of looping.`,
 					o.dryRun = dryRun
 					return replayDLQ(ctx, e.stdout, cfg, o)
 				}
-				res, err := a.ReplayDeadLetters(e.ctx, af.who(), af.reason, o.dryRun)
+				res, err := a.ReplayDeadLettersWhere(e.ctx, af.who(), o.ff.f.String(), af.reason, o.dryRun)
 				if res.Summary != "" {
 					fmt.Fprintln(e.stdout, res.Summary)
 				}
@@ -62,6 +64,7 @@ waits for the next run instead of looping.`,
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "replay at most N messages (0: every message present at start)")
 	cmd.Flags().Float64Var(&o.rate, "rate", 20, "at most R messages per second")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "list what would be replayed; change nothing")
+	o.ff.bind(cmd, "error-reason")
 	return cmd
 }
 
@@ -76,7 +79,7 @@ func replayDLQ(ctx context.Context, out io.Writer, cfg *config.Config, o replayO
 	defer conn.Close()
 	r, err := deadletter.NewReplayer(conn, deadletter.ReplayOptions{
 		Queue: cfg.AMQP.DeadLetterQueue, Exchange: cfg.AMQP.InputExchange, Limit: o.limit, Rate: o.rate,
-		DryRun: o.dryRun, ConfirmTimeout: connectTimeout, Report: func(h deadletter.Handled) { printHandled(out, h) },
+		DryRun: o.dryRun, Filter: o.ff.f, ConfirmTimeout: connectTimeout, Report: func(h deadletter.Handled) { printHandled(out, h) },
 	})
 	if errors.Is(err, broker.ErrNoQueue) {
 		return "", &ExitError{Code: ExitNotFound, Err: fmt.Errorf("%w (amqp.dead_letter_queue; `mailsvc serve` declares it)", err)}
@@ -114,6 +117,9 @@ func replaySummary(r deadletter.Result, dryRun bool, exchange, queue string) str
 	s := fmt.Sprintf("%s %d of %d dead-lettered messages to %s", verb, r.Replayed, r.Depth, exchange)
 	if r.Skipped > 0 {
 		s += fmt.Sprintf("; %d skipped (left in %s)", r.Skipped, queue)
+	}
+	if r.Unmatched > 0 {
+		s += fmt.Sprintf("; %d not matching the filter (left in %s, in order)", r.Unmatched, queue)
 	}
 	return s
 }

@@ -124,16 +124,5 @@ func (a *Actions) Unsuppress(ctx context.Context, who Actor, address, reason str
 // (dry, it only counts); ErrNoBroker when a.ReplayDLQ is nil.
 // Result.Summary is what ReplayDLQ returned, kept with its error too.
 func (a *Actions) ReplayDeadLetters(ctx context.Context, who Actor, reason string, dryRun bool) (Result, error) {
-	queue := a.DeadLetterQueue
-	if queue == "" {
-		queue = "dead-letter queue"
-	}
-	x := act{who: who, name: ActionDLQReplay, target: queue, reason: reason, dryRun: dryRun}
-	return a.run(ctx, x, func(string) (Result, error) {
-		if a.ReplayDLQ == nil {
-			return Result{}, ErrNoBroker
-		}
-		summary, err := a.ReplayDLQ(ctx, dryRun)
-		return Result{Summary: summary}, err
-	})
+	return a.ReplayDeadLettersWhere(ctx, who, "", reason, dryRun)
 }
