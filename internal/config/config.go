@@ -276,7 +276,9 @@ type Relay struct {
 // Retention configures how long finished rows are kept.
 type Retention struct {
 	// Window is the least time sent, failed and cancelled rows (and
-	// published outbox rows) are kept.
+	// published outbox rows) are kept; published feedback events can be
+	// republished (`mailsvc outbox republish`) for this long after their
+	// publication.
 	Window time.Duration `mapstructure:"window" yaml:"window"`
 }
 
