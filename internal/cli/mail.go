@@ -209,7 +209,7 @@ func showMails(ctx context.Context, st *store.Store, args []string, orderID stri
 	}
 	mails, err := st.MailsByOrder(ctx, orderID)
 	if err == nil && len(mails) == 0 {
-		return nil, &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no mail for order %q: the event may not have arrived (check the dead-letter queue with `mailsvc dlq replay --dry-run`)", orderID)}
+		return nil, &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no mail for order %q: the event may not have arrived (check the dead-letter queue with `mailsvc dlq list`)", orderID)}
 	}
 	return mails, err
 }

@@ -41,6 +41,10 @@ func TestOutboxRepublishByOrder(t *testing.T) {
 	require.Contains(t, out, "would republish 2 feedback events of 1 orders (EmailSent 1, EmailDelivered 1) (dry run: nothing published)\n")
 	require.EqualValues(t, 0, o.sc.QueryInt(t, `SELECT count(*) FROM audit_log`))
 
+	out, _, err = o.runIO(t, "\uFEFF# lost projection\n41\u00a0\n44\n", "outbox", "republish", "--orders-from", "-", "--type", "EmailDelivered", "--dry-run")
+	require.NoError(t, err)
+	require.Contains(t, out, "would republish 1 feedback events of 1 orders (EmailDelivered 1) (dry run: nothing published)\n")
+
 	want := o.sc.QueryStrings(t, `SELECT event_id::text FROM outbox WHERE order_id = '41' ORDER BY id`)
 	for run := 1; run <= 2; run++ {
 		out, err = o.run(t, "outbox", "republish", "--order", "41", "--order", "43", "--order", "44", "--reason", "INC-1 projection wiped")
