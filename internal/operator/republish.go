@@ -59,9 +59,12 @@ func (r RepublishRequest) filter() (store.RepublishFilter, error) {
 	return f, nil
 }
 
-// target is the request as its audit row names it, at most a few hundred
-// bytes whatever the number of orders.
-func (r RepublishRequest) target() string {
+// target is the request as its audit row names it (normalised when f is
+// valid), at most a few hundred bytes whatever the number of orders.
+func (r RepublishRequest) target(f store.RepublishFilter, ferr error) string {
+	if ferr == nil {
+		r.OrderIDs, r.Types = f.OrderIDs, f.Types
+	}
 	var parts []string
 	if n := len(r.OrderIDs); n > 0 {
 		ids := strings.Join(r.OrderIDs[:min(n, 10)], ",")
@@ -75,6 +78,9 @@ func (r RepublishRequest) target() string {
 	}
 	if len(r.Types) > 0 {
 		parts = append(parts, "types "+strings.Join(r.Types, ","))
+	}
+	if len(parts) == 0 {
+		return "outbox: (nothing selected)"
 	}
 	return "outbox: " + strings.Join(parts, "; ")
 }
@@ -97,12 +103,13 @@ func orAny(s string) string {
 func (a *Actions) Republish(ctx context.Context, who Actor, r RepublishRequest, reason string, dryRun bool,
 	publish RepublishFunc) (Result, []store.PublishedEvent, error) {
 	var events []store.PublishedEvent
-	x := act{who: who, name: ActionOutboxRepublish, target: r.target(), reason: reason, dryRun: dryRun}
+	f, ferr := r.filter()
+	x := act{who: who, name: ActionOutboxRepublish, target: r.target(f, ferr), reason: reason, dryRun: dryRun}
 	res, err := a.run(ctx, x, func(string) (Result, error) {
-		f, err := r.filter()
-		if err != nil {
-			return Result{}, err
+		if ferr != nil {
+			return Result{}, ferr
 		}
+		var err error
 		if events, err = a.Store.PublishedEvents(ctx, f); err != nil {
 			return Result{}, err
 		}
