@@ -63,6 +63,21 @@ type Config struct {
 	// QuotaProbe is the time between two probe sends while a provider's
 	// sending quota is used up (sender.quota_probe_interval, default 5m).
 	QuotaProbe time.Duration
+	// SlowSendThreshold is the p90 of a provider's recent sends over which
+	// the latency guard counts it slow (sender.slow_send_threshold,
+	// default 5s; NoSlowSendGuard turns the guard off): it then takes at
+	// most SlowSendConcurrency sends at once, and the fallback takes the
+	// mails it may (docs/design.md, "The latency guard"). A threshold at
+	// or above SendTimeout never engages: no send lasts longer.
+	SlowSendThreshold time.Duration
+	// SlowSendWindow is how many recent sends of a provider the p90 is
+	// taken over (sender.slow_send_window, default 20); the guard judges
+	// from min(5, SlowSendWindow) sends on.
+	SlowSendWindow int
+	// SlowSendConcurrency is the most sends at once to a slow provider
+	// (sender.slow_send_concurrency; default, and 0 means,
+	// max(1, Workers/4)). Workers turns the limit off.
+	SlowSendConcurrency int
 	// SuppressCodes are the enhanced status codes (RFC 3463, "5.1.1") of a
 	// permanent refusal that puts the recipient on the suppression list
 	// (suppression.smtp_codes); nil suppresses on none.
@@ -102,6 +117,10 @@ type Config struct {
 // default.
 const NoAmbiguousRetries = -1
 
+// NoSlowSendGuard is Config.SlowSendThreshold for "no latency guard"
+// (sender.slow_send_threshold: 0), since 0 means the default.
+const NoSlowSendGuard = -1
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -129,6 +148,13 @@ func (c Config) WithDefaults() Config {
 	}
 	def(&c.BreakerProbe, 30*time.Second)
 	def(&c.QuotaProbe, 5*time.Minute)
+	def(&c.SlowSendThreshold, 5*time.Second)
+	if c.SlowSendWindow == 0 {
+		c.SlowSendWindow = 20
+	}
+	if c.SlowSendConcurrency == 0 {
+		c.SlowSendConcurrency = max(1, c.Workers/4)
+	}
 	def(&c.Lease, 2*time.Minute)
 	def(&c.SendTimeout, 30*time.Second)
 	def(&c.RetryBackoff, 5*time.Second)
@@ -178,6 +204,15 @@ func (c Config) Validate() error {
 	}
 	if c.BreakerProbe <= 0 || c.QuotaProbe <= 0 {
 		bad("sender.breaker_probe_interval", "and sender.quota_probe_interval must be positive, got %s and %s", c.BreakerProbe, c.QuotaProbe)
+	}
+	if c.SlowSendThreshold < 0 && c.SlowSendThreshold != NoSlowSendGuard {
+		bad("sender.slow_send_threshold", "must be >= 0 (0 means no latency guard), got %s", c.SlowSendThreshold)
+	}
+	if c.SlowSendWindow < 1 {
+		bad("sender.slow_send_window", "must be positive, got %d", c.SlowSendWindow)
+	}
+	if c.SlowSendConcurrency < 1 {
+		bad("sender.slow_send_concurrency", "must be positive, got %d", c.SlowSendConcurrency)
 	}
 	if c.From == "" {
 		bad("mail.from", "is required")

@@ -65,6 +65,8 @@ type gate struct {
 	// while one is live, a refused session (TroubleBusy) is the
 	// provider's cap of sessions, not an outage.
 	live atomic.Int64
+	// lat is the provider's latency guard (latency.go).
+	lat *latency
 
 	mu    sync.Mutex
 	state store.ProviderState
@@ -89,7 +91,7 @@ func (g *gate) atCap(err error) bool {
 
 func newGate(prov Provider, cfg Config, st ProviderStore, tmpl TemplateSettings, m *Metrics, log *slog.Logger) *gate {
 	g := &gate{prov: prov, name: prov.Name(), st: st, rules: newRules(cfg, prov, tmpl), cfg: cfg, m: m,
-		log: log.With("provider", prov.Name())}
+		log: log.With("provider", prov.Name()), lat: newLatency(cfg)}
 	g.state = store.ProviderState{Provider: g.name, Now: time.Now()}
 	g.readAt = g.state.Now
 	if r := cfg.RateLimits[g.name]; r > 0 {

@@ -86,6 +86,18 @@ type Metrics struct {
 	// Failovers is mailsvc_failovers_total{from,to}: sends the fallback
 	// provider took after the primary failed without taking the mail.
 	Failovers *prometheus.CounterVec
+	// Slow is mailsvc_provider_slow{provider}: 1 while the latency guard
+	// of this replica counts the provider slow (the p90 of its recent sends
+	// over sender.slow_send_threshold), else 0.
+	Slow *prometheus.GaugeVec
+	// SendP90 is mailsvc_provider_send_p90_seconds{provider}: the p90 of
+	// the provider's recent sends the guard judges by, in seconds; 0 until
+	// it has enough of them.
+	SendP90 *prometheus.GaugeVec
+	// SlowReroutes is mailsvc_slow_reroutes_total{from,to}: mails the
+	// latency guard sent through the fallback because the primary was
+	// slow.
+	SlowReroutes *prometheus.CounterVec
 }
 
 // Labels of mailsvc_ambiguous_outcomes_total's next.
@@ -174,8 +186,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_failovers_total",
 			Help: "Mails the fallback provider took after the primary failed without taking them.",
 		}, []string{"from", "to"}),
+		Slow: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_provider_slow",
+			Help: "1 while the latency guard counts the provider slow (the p90 of its recent sends over sender.slow_send_threshold): it takes at most sender.slow_send_concurrency sends at once.",
+		}, []string{"provider"}),
+		SendP90: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mailsvc_provider_send_p90_seconds",
+			Help: "The p90 of the provider's recent sends (sender.slow_send_window of them), in seconds, as the latency guard judges it; 0 until it has enough.",
+		}, []string{"provider"}),
+		SlowReroutes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_slow_reroutes_total",
+			Help: "Mails the latency guard sent through the fallback provider because the primary was slow (never one with an ambiguous outcome).",
+		}, []string{"from", "to"}),
 	}
 	for _, p := range Providers {
+		m.Slow.WithLabelValues(p)
+		m.SendP90.WithLabelValues(p)
 		m.Throttled.WithLabelValues(p)
 		m.StaleSlots.WithLabelValues(p)
 		m.SessionsRefused.WithLabelValues(p, "true")
@@ -191,6 +217,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		for _, to := range Providers {
 			if to != p {
 				m.Failovers.WithLabelValues(p, to)
+				m.SlowReroutes.WithLabelValues(p, to)
 			}
 		}
 		m.Duration.WithLabelValues(p)
@@ -202,7 +229,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
-			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.OutageFailures, m.Unspent, m.Failovers)
+			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.OutageFailures, m.Unspent, m.Failovers,
+			m.Slow, m.SendP90, m.SlowReroutes)
 	}
 	return m
 }

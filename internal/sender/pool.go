@@ -256,6 +256,8 @@ func (p *Pool) dispatch(ctx context.Context) {
 		}
 		if probe != nil {
 			n = 1
+		} else if n = p.guardRoom(ctx, n); n == 0 {
+			continue
 		}
 		if n = p.takeTokens(ctx, n); n == 0 {
 			return

@@ -128,6 +128,9 @@ func (p *Pool) takeProbe() *gate {
 // minute]: what a mail that found no route waits before its next claim.
 func (p *Pool) resumeIn() time.Duration {
 	d := time.Minute
+	if p.guardEngaged() {
+		d = p.cfg.PollInterval
+	}
 	now := time.Now()
 	for _, g := range p.gates {
 		if paused, _, until := g.pausedUntil(); paused {

@@ -33,6 +33,9 @@ type job struct {
 	// slotAt is when the send slot of the rate-limited provider the row
 	// goes to may be used (waitSlot); zero without a rate limit.
 	slotAt time.Time
+	// admitted is the provider whose latency guard admitted the row's send
+	// (Pool.guard); work ends the admission.
+	admitted *gate
 }
 
 // result is a verdict on its way to the writer.
@@ -146,6 +149,7 @@ func (p *Pool) next(pending bool) (*job, bool) {
 // mark besides a failover's.
 func (p *Pool) work(soft, hard context.Context, s sessions, j *job, out *result) *result {
 	defer p.sent(j)
+	defer p.unadmit(j)
 	switch {
 	case j.lost.Load():
 		p.flush(out)
@@ -213,7 +217,7 @@ func (p *Pool) slotStillFresh(soft context.Context, g *gate, j *job) bool {
 // previous outcome back). It returns the provider, nil when none may take
 // j now, and the outcome still to write with the mark.
 func (p *Pool) pick(soft context.Context, j *job, out *result) (*gate, *result) {
-	g := p.route(j)
+	g := p.guard(j, p.route(j))
 	if g == nil || !g.limited() {
 		return g, out
 	}
@@ -339,7 +343,9 @@ func (p *Pool) call(hard context.Context, s sessions, g *gate, j *job, deadline 
 	r, err := ls.Send(sendCtx, p.message(&j.mail))
 	atCap := g.atCap(err)
 	ls.settle(err == nil)
-	p.metrics.Duration.WithLabelValues(g.name).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	p.metrics.Duration.WithLabelValues(g.name).Observe(took.Seconds())
+	p.observeLatency(g, took, err, hard.Err() != nil)
 	if err == nil {
 		p.metrics.DeliveryLag.Observe(max(0, time.Since(j.mail.OccurredAt).Seconds()))
 	}

@@ -125,7 +125,8 @@ type Options struct {
 	Username, Password string
 	// DataDelay, when positive, is how long the server waits after taking
 	// a message (the final dot) before it answers 250: the window in
-	// which a crash of the client leaves a delivered mail unrecorded.
+	// which a crash of the client leaves a delivered mail unrecorded, or a
+	// slow relay. SetDataDelay changes it while the server runs.
 	DataDelay time.Duration
 	// MaxConnections, when positive, is the most sessions the server
 	// holds at once: a connection beyond it gets "421 4.4.5 Too many
@@ -174,6 +175,12 @@ type Server struct {
 	// delaying counts replies held by a Delay now; closed ends them.
 	delaying atomic.Int64
 	closed   chan struct{}
+	// dataDelay is Options.DataDelay, as SetDataDelay left it; inData
+	// counts the messages between DATA and its reply now, peakData the
+	// most at once since New or ResetPeak.
+	dataDelay atomic.Int64
+	inData    atomic.Int64
+	peakData  atomic.Int64
 
 	mu       sync.Mutex
 	faults   map[Phase][]Fault
@@ -186,6 +193,7 @@ type Server struct {
 func New(t testing.TB, o Options) *Server {
 	t.Helper()
 	s := &Server{opts: o, faults: map[Phase][]Fault{}, closed: make(chan struct{}), password: o.Password}
+	s.dataDelay.Store(int64(o.DataDelay))
 	be := smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) { return &session{s: s, c: c}, nil })
 	s.srv = smtp.NewServer(be)
 	s.srv.Domain = "localhost"
@@ -486,7 +494,43 @@ func (se *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	return nil
 }
 
+// SetDataDelay sets Options.DataDelay for the messages that reach DATA
+// from now on: a relay that turns slow, or fast again.
+func (s *Server) SetDataDelay(d time.Duration) { s.dataDelay.Store(int64(d)) }
+
+// PeakData returns the most messages that were between DATA and its
+// reply at once since New or the last ResetPeak: the concurrency of
+// sends the server saw.
+func (s *Server) PeakData() int { return int(s.peakData.Load()) }
+
+// ResetPeak starts PeakData again from the messages in DATA now.
+func (s *Server) ResetPeak() { s.peakData.Store(s.inData.Load()) }
+
+// enterData counts a message in DATA (PeakData); the returned function
+// ends it.
+func (s *Server) enterData() func() {
+	n := s.inData.Add(1)
+	for {
+		peak := s.peakData.Load()
+		if n <= peak || s.peakData.CompareAndSwap(peak, n) {
+			break
+		}
+	}
+	return func() { s.inData.Add(-1) }
+}
+
+// wait waits d, or until the server closes.
+func (s *Server) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.closed:
+	}
+}
+
 func (se *session) Data(r io.Reader) error {
+	defer se.s.enterData()()
 	var buf bytes.Buffer
 	if se.s.opts.Discard {
 		_, _ = io.Copy(io.Discard, r)
@@ -514,8 +558,8 @@ func (se *session) Data(r io.Reader) error {
 	}
 	if !ok {
 		se.s.take(m)
-		if d := se.s.opts.DataDelay; d > 0 {
-			time.Sleep(d) // the server's own slowness, the fault under test
+		if d := time.Duration(se.s.dataDelay.Load()); d > 0 {
+			se.s.wait(d) // the server's own slowness, the fault under test
 		}
 		return nil
 	}
