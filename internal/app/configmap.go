@@ -64,7 +64,14 @@ func senderConfig(c *config.Config) sender.Config {
 		OutcomeLevel:     outcomeLevel(c.Log.MailOutcomes),
 		RateLimits:       map[string]float64{"smtp": c.SMTP.RateLimit, "resend": c.Resend.RateLimit},
 		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
-		SuppressCodes: c.Suppression.SMTPCodes,
+		SuppressCodes:     c.Suppression.SMTPCodes,
+		SlowSendThreshold: s.SlowSendThreshold, SlowSendWindow: s.SlowSendWindow, SlowSendConcurrency: s.SlowSendConcurrency,
+	}
+	if s.SlowSendThreshold == 0 {
+		cfg.SlowSendThreshold = sender.NoSlowSendGuard
+	}
+	if s.SlowSendConcurrency == 0 {
+		cfg.SlowSendConcurrency = sender.DefaultSlowSendConcurrency(s.Workers)
 	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = sender.NoAmbiguousRetries

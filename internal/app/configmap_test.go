@@ -108,6 +108,9 @@ func TestDocumentedDefaultsAreEffective(t *testing.T) {
 			"sender.breaker_threshold":      {mapped.BreakerThreshold, own.BreakerThreshold},
 			"sender.breaker_probe_interval": {mapped.BreakerProbe, own.BreakerProbe},
 			"sender.quota_probe_interval":   {mapped.QuotaProbe, own.QuotaProbe},
+			"sender.slow_send_threshold":    {mapped.SlowSendThreshold, own.SlowSendThreshold},
+			"sender.slow_send_window":       {mapped.SlowSendWindow, own.SlowSendWindow},
+			"sender.slow_send_concurrency":  {mapped.SlowSendConcurrency, own.SlowSendConcurrency},
 		} {
 			require.Equal(t, pair[0], pair[1], name)
 		}
@@ -181,4 +184,24 @@ func TestRelayConfigMapsTheLeaseKeys(t *testing.T) {
 	require.NoError(t, rc.Validate())
 	rc.LeaseRenew = 4 * time.Second
 	require.ErrorContains(t, rc.Validate(), "LeaseRenew")
+}
+
+// The latency guard's keys reach the pool: 0 turns the guard off (the
+// pool's zero is its default), and a concurrency of 0 is a quarter of the
+// workers.
+func TestSenderConfigMapsTheLatencyGuard(t *testing.T) {
+	t.Parallel()
+	c, err := config.Load("", func(k string) (string, bool) {
+		v, ok := map[string]string{
+			"MAILSVC_MAIL_FROM": "a@example.com", "MAILSVC_SENDER_SLOW_SEND_THRESHOLD": "0s",
+			"MAILSVC_SENDER_WORKERS": "12", "MAILSVC_SENDER_SLOW_SEND_WINDOW": "50",
+		}[k]
+		return v, ok
+	})
+	require.NoError(t, err)
+	sc := senderConfig(c).WithDefaults()
+	require.Equal(t, sender.NoSlowSendGuard, int(sc.SlowSendThreshold))
+	require.Equal(t, 50, sc.SlowSendWindow)
+	require.Equal(t, 3, sc.SlowSendConcurrency)
+	require.NoError(t, sc.Validate())
 }

@@ -172,6 +172,15 @@ type Sender struct {
 	// QuotaProbeInterval is the time between two probe sends while a
 	// provider's sending quota is used up.
 	QuotaProbeInterval time.Duration `mapstructure:"quota_probe_interval" yaml:"quota_probe_interval"`
+	// SlowSendThreshold is the p90 of a provider's recent sends over which
+	// the latency guard counts it slow; 0 turns the guard off.
+	SlowSendThreshold time.Duration `mapstructure:"slow_send_threshold" yaml:"slow_send_threshold"`
+	// SlowSendWindow is how many recent sends of a provider the p90 is
+	// taken over.
+	SlowSendWindow int `mapstructure:"slow_send_window" yaml:"slow_send_window"`
+	// SlowSendConcurrency is the most sends at once to a slow provider; 0
+	// means a quarter of sender.workers, at least 1.
+	SlowSendConcurrency int `mapstructure:"slow_send_concurrency" yaml:"slow_send_concurrency"`
 }
 
 // SMTP configures the SMTP provider.

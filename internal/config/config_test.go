@@ -111,6 +111,10 @@ func TestValidationNamesTheKey(t *testing.T) {
 		"suppression.transient_window": {"MAILSVC_SUPPRESSION_TRANSIENT_WINDOW": "1000000h"},
 		"suppression.scope":            {"MAILSVC_SUPPRESSION_SCOPE": "everyone"},
 		"suppression.smtp_codes":       {"MAILSVC_SUPPRESSION_SMTP_CODES": "5.1.1,4.2.2"},
+		// The latency guard.
+		"sender.slow_send_threshold":   {"MAILSVC_SENDER_SLOW_SEND_THRESHOLD": "-1s"},
+		"sender.slow_send_window":      {"MAILSVC_SENDER_SLOW_SEND_WINDOW": "0"},
+		"sender.slow_send_concurrency": {"MAILSVC_SENDER_SLOW_SEND_CONCURRENCY": "-1"},
 	} {
 		cases[key+" (2)"] = env
 	}

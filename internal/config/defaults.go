@@ -81,6 +81,9 @@ var defaults = map[string]any{
 	"sender.breaker_threshold":      3,
 	"sender.breaker_probe_interval": 30 * time.Second,
 	"sender.quota_probe_interval":   5 * time.Minute,
+	"sender.slow_send_threshold":    5 * time.Second,
+	"sender.slow_send_window":       20,
+	"sender.slow_send_concurrency":  0,
 
 	"smtp.host":               "localhost",
 	"smtp.port":               587,

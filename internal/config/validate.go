@@ -167,6 +167,7 @@ func (c *Config) validateSender(bad func(string, string, ...any)) {
 			bad(key, "must be a positive duration, got %s", d)
 		}
 	}
+	c.validateLatencyGuard(bad)
 	if c.SMTP.RateLimit < 0 {
 		bad("smtp.rate_limit", "must be >= 0 (0 means no limit)")
 	}
@@ -390,5 +391,20 @@ func (c *Config) validateDatabase(bad func(string, string, ...any)) {
 		if u, err := url.Parse(db); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			bad("database.url", "must be a postgres:// URL or a key=value connection string")
 		}
+	}
+}
+
+// validateLatencyGuard checks the keys of the latency guard
+// (docs/design.md, "The latency guard").
+func (c *Config) validateLatencyGuard(bad func(string, string, ...any)) {
+	s := c.Sender
+	if s.SlowSendThreshold < 0 {
+		bad("sender.slow_send_threshold", "must be >= 0 (0 means no latency guard), got %s", s.SlowSendThreshold)
+	}
+	if s.SlowSendWindow < 1 || s.SlowSendWindow > 1000 {
+		bad("sender.slow_send_window", "must be between 1 and 1000 sends, got %d", s.SlowSendWindow)
+	}
+	if s.SlowSendConcurrency < 0 {
+		bad("sender.slow_send_concurrency", "must be >= 0 (0 means a quarter of sender.workers), got %d", s.SlowSendConcurrency)
 	}
 }
