@@ -121,6 +121,10 @@ const NoAmbiguousRetries = -1
 // (sender.slow_send_threshold: 0), since 0 means the default.
 const NoSlowSendGuard = -1
 
+// DefaultSlowSendConcurrency is Config.SlowSendConcurrency's default for
+// workers send workers: a quarter of them, at least 1.
+func DefaultSlowSendConcurrency(workers int) int { return max(1, workers/4) }
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -153,7 +157,7 @@ func (c Config) WithDefaults() Config {
 		c.SlowSendWindow = 20
 	}
 	if c.SlowSendConcurrency == 0 {
-		c.SlowSendConcurrency = max(1, c.Workers/4)
+		c.SlowSendConcurrency = DefaultSlowSendConcurrency(c.Workers)
 	}
 	def(&c.Lease, 2*time.Minute)
 	def(&c.SendTimeout, 30*time.Second)
