@@ -124,7 +124,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcFencingRejections", "MailsvcRelayLeaderCount", "MailsvcDeadLetterQueueNotEmpty", "MailsvcDeadLettersHeld",
 		"MailsvcQueueNearlyFull", "MailsvcInputBacklogGrowing", "MailsvcEventLagHigh", "MailsvcOutboxStuck",
 		"MailsvcFeedbackUnroutable", "MailsvcAllReplicasDown", "MailsvcStatsStale", "MailsvcBrokerBlocked",
-		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled",
+		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled", "MailsvcProviderSlow",
 		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
 		"MailsvcDeliveryUnconfirmed", "MailsvcDeliveryObjectiveFastBurn", "MailsvcDeliveryObjectiveSlowBurn",
 		"MailsvcTableBloated", "MailsvcReplicationLagHigh",
