@@ -50,18 +50,24 @@ func newLatency(cfg Config) *latency {
 }
 
 // record adds the duration d of a send that reached the provider. It
-// returns the p90 of the window (0 before the guard judges), whether the
-// provider is slow after d, and whether that changed.
+// returns the p90 of the window (0 while it holds fewer than
+// minSlowSamples sends, or the whole window when that is smaller),
+// whether the provider is slow after d, and whether that changed. With
+// the guard off the provider is never slow, but the p90 is still
+// reported.
 func (l *latency) record(d time.Duration) (p90 time.Duration, slow, changed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ring[l.next] = d
 	l.next = (l.next + 1) % len(l.ring)
 	l.n = min(l.n+1, len(l.ring))
-	if l.threshold == 0 || l.n < min(minSlowSamples, len(l.ring)) {
+	if l.n < min(minSlowSamples, len(l.ring)) {
 		return 0, l.slow, false
 	}
 	p90 = percentile90(l.ring[:l.n])
+	if l.threshold == 0 {
+		return p90, false, false
+	}
 	was := l.slow
 	switch {
 	case !l.slow && p90 > l.threshold:

@@ -71,6 +71,8 @@ func TestLatencyGuardOff(t *testing.T) {
 		_, slow, _ := l.record(time.Minute)
 		require.False(t, slow)
 	}
+	p90, _, _ := l.record(time.Minute)
+	require.Equal(t, time.Minute, p90, "the p90 is still measured for the dashboard")
 	require.Equal(t, 2, Config{Workers: 8}.WithDefaults().SlowSendConcurrency, "default: a quarter of the workers")
 	require.Equal(t, 1, Config{Workers: 2}.WithDefaults().SlowSendConcurrency, "at least one")
 }
