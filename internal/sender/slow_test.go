@@ -14,18 +14,19 @@ import (
 )
 
 // slowConfig judges the relay slow once the p90 of its last four sends
-// passes 100ms (the test relay answers after 250ms), with four workers
-// and two sends at once while it is slow.
+// passes 200ms (the slow test relay answers after 400ms; a fast one
+// within milliseconds, well under the 160ms that lift the guard), with
+// four workers and two sends at once while it is slow.
 func slowConfig() sender.Config {
 	cfg := testConfig()
 	cfg.Workers, cfg.BatchSize = 4, 8
 	cfg.SendTimeout, cfg.Lease = 5*time.Second, 10*time.Second
-	cfg.SlowSendThreshold, cfg.SlowSendWindow, cfg.SlowSendConcurrency = 100*time.Millisecond, 4, 2
+	cfg.SlowSendThreshold, cfg.SlowSendWindow, cfg.SlowSendConcurrency = 200*time.Millisecond, 4, 2
 	return cfg
 }
 
 // slowDelay is how late the slow relay answers DATA.
-const slowDelay = 250 * time.Millisecond
+const slowDelay = 400 * time.Millisecond
 
 // insertMany inserts mails for the order ids prefix0 … prefix(n-1).
 func (b *bundle) insertMany(t *testing.T, prefix string, n int) {
@@ -36,7 +37,7 @@ func (b *bundle) insertMany(t *testing.T, prefix string, n int) {
 }
 
 // TestSlowPrimaryHandsProvablyUnsentMailsToTheFallback: the relay
-// answers, 250ms late. After four slow sends the guard engages: the relay
+// answers, 400ms late. After four slow sends the guard engages: the relay
 // keeps one send at a time (held at the server here) and the fallback
 // takes the other new mails; a mail with an ambiguous outcome at the relay
 // stays on it. When the relay is fast again, a few sends through it lift
