@@ -41,8 +41,9 @@ type Deps struct {
 	Provider Provider
 	// Fallback, when set, takes a mail when Provider failed in a way that
 	// proves it did not take it (mailtype.Reroutable), or while Provider's
-	// quota is used up or its breaker is open (sender.fallback_provider).
-	// Never a mail with an ambiguous outcome.
+	// quota is used up or its breaker is open, or while Provider is slow
+	// (the latency guard, latency.go) (sender.fallback_provider). Never a
+	// mail with an ambiguous outcome.
 	Fallback Provider
 	// Metrics may be shared; nil means unregistered metrics.
 	Metrics *Metrics

@@ -141,8 +141,9 @@ func (p *Pool) next(pending bool) (*job, bool) {
 // write (nil when there is nothing to record). A row is handed to the
 // provider only after its send-started mark committed, with a deadline
 // that ends, margin included, inside the lease the mark renewed. A row no
-// provider may take now (every route paused) goes back to pending unspent,
-// due when a pause may end; a rate-limited provider's send waits for its
+// provider may take now (every route paused, or at its latency guard's
+// limit) goes back to pending unspent, due when a pause may end (after a
+// poll interval while a guard is engaged); a rate-limited provider's send waits for its
 // slot before the mark, so the wait does not widen the window in which a
 // crash leaves a started send, except after a mark that committed too
 // late for its slot (slotStillFresh), the only wait for a slot after the
