@@ -142,3 +142,26 @@ func TestSearchMailsRefusesBadQueries(t *testing.T) {
 		require.EqualError(t, err, "search mails: "+c.want)
 	}
 }
+
+// The support reads work in every pgx query exec mode (a pooler in front
+// of PostgreSQL needs exec or simple_protocol).
+func TestSupportReadsInEveryExecMode(t *testing.T) {
+	t.Parallel()
+	b := setupSearch(t)
+	q := store.MailQuery{Recipient: "ANN@example.com", EventID: b.eventS2, Since: b.base, Until: b.base.Add(24 * time.Hour),
+		Statuses: []mailtype.Status{mailtype.StatusSent}, Limit: 10}
+	for _, mode := range storetest.ExecModes {
+		st := b.sc.OpenInMode(t, mode)
+		p, err := st.SearchMails(ctx(t), q)
+		require.NoError(t, err, mode)
+		require.Equal(t, []string{"s2"}, keysOf(p.Mails), mode)
+		entries, err := st.MailTimeline(ctx(t), "s2")
+		require.NoError(t, err, mode)
+		require.Len(t, entries, 4, "%s: received, the send, the outcome, the EmailSent", mode)
+		_, err = st.MailContentByKey(ctx(t), "s2")
+		require.NoError(t, err, mode)
+		o, err := st.Overview(ctx(t))
+		require.NoError(t, err, mode)
+		require.Equal(t, int64(2), o.Counts[mailtype.StatusSent], mode)
+	}
+}

@@ -46,29 +46,23 @@ type TimelineEntry struct {
 // ErrNotFound when no mail has the key, and a transient *mailtype.Error
 // (ReasonDatabase) when the database is unreachable.
 func (s *Store) MailTimeline(ctx context.Context, dedupeKey string) ([]TimelineEntry, error) {
-	row, err := s.timelineRow(ctx, dedupeKey)
+	var out []TimelineEntry
+	// One snapshot, so that the row, its events and its attempts agree.
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		var err error
+		out, err = timeline(ctx, tx, dedupeKey)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the timeline of mail %q: %w", dedupeKey, interpretError(err))
 	}
-	row.key = dedupeKey
-	out := row.entries()
-	events, err := s.timelineEvents(ctx, dedupeKey)
+	// After the snapshot: a schema without the audit log fails the query,
+	// which would abort the transaction.
+	audit, err := auditEntries(ctx, s.pool, dedupeKey)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the timeline of mail %q: %w", dedupeKey, interpretError(err))
 	}
-	out = append(out, reportsOf(row, events)...)
-	for _, e := range events {
-		out = append(out, e.entries()...)
-	}
-	attempts, err := s.attemptEntries(ctx, row.id)
-	if err != nil {
-		return nil, err
-	}
-	audit, err := s.auditEntries(ctx, dedupeKey)
-	if err != nil {
-		return nil, err
-	}
-	out = append(append(out, attempts...), audit...)
+	out = append(out, audit...)
 	slices.SortStableFunc(out, func(a, b TimelineEntry) int {
 		if c := a.At.Compare(b.At); c != 0 {
 			return c
@@ -76,6 +70,28 @@ func (s *Store) MailTimeline(ctx context.Context, dedupeKey string) ([]TimelineE
 		return kindRank(a.Kind) - kindRank(b.Kind)
 	})
 	return out, nil
+}
+
+// timeline reads the entries of the mail with key on tx, unsorted.
+func timeline(ctx context.Context, tx dbtx, key string) ([]TimelineEntry, error) {
+	row, err := timelineRow(ctx, tx, key)
+	if err != nil {
+		return nil, err
+	}
+	out := row.entries()
+	events, err := timelineEvents(ctx, tx, key)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, reportsOf(row, events)...)
+	for _, e := range events {
+		out = append(out, e.entries()...)
+	}
+	attempts, err := attemptEntries(ctx, tx, row.id)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, attempts...), nil
 }
 
 func kindRank(k TimelineKind) int {
@@ -104,16 +120,13 @@ SELECT id, COALESCE(event_id::text, ''), order_id, template, status, COALESCE(tr
     COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), updated_at, COALESCE(cancel_event_id::text, '')
 FROM mail WHERE dedupe_key = $1`
 
-func (s *Store) timelineRow(ctx context.Context, key string) (timelineMail, error) {
-	var m timelineMail
-	err := s.pool.QueryRow(ctx, timelineMailSQL, key).Scan(&m.id, &m.eventID, &m.orderID, &m.template, &m.status, &m.trace,
+func timelineRow(ctx context.Context, tx dbtx, key string) (timelineMail, error) {
+	m := timelineMail{key: key}
+	err := tx.QueryRow(ctx, timelineMailSQL, key).Scan(&m.id, &m.eventID, &m.orderID, &m.template, &m.status, &m.trace,
 		&m.provider, &m.pmid, &m.lastError, &m.lastErrorClass, &m.revision, &m.claims, &m.sends,
 		&m.createdAt, &m.occurredAt, &m.firstClaimed, &m.started, &m.sentAt, &m.delivered,
 		&m.delayed, &m.complained, &m.reconciled, &m.evidenceType, &m.evidenceID, &m.updatedAt, &m.cancelEventID)
-	if err != nil {
-		return timelineMail{}, fmt.Errorf("read the timeline of mail %q: %w", key, interpretError(err))
-	}
-	return m, nil
+	return m, err
 }
 
 // entries are the row's own entries: its receipt, its last send, and
@@ -230,7 +243,8 @@ func (s *Store) MailContentByKey(ctx context.Context, dedupeKey string) (MailCon
 	return c, nil
 }
 
-// scanRows collects rows with scan, naming what was read in the error.
+// scanRows collects rows with scan, naming what was read in the error
+// (the driver's error, for the caller to interpret).
 func scanRows[T any](rows pgx.Rows, err error, what string, scan pgx.RowToFunc[T]) ([]T, error) {
 	if err == nil {
 		var out []T
@@ -238,5 +252,5 @@ func scanRows[T any](rows pgx.Rows, err error, what string, scan pgx.RowToFunc[T
 			return out, nil
 		}
 	}
-	return nil, fmt.Errorf("read %s: %w", what, interpretError(err))
+	return nil, fmt.Errorf("read %s: %w", what, err)
 }

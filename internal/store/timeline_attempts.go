@@ -17,8 +17,8 @@ FROM mail_attempt WHERE mail_id = $1 ORDER BY id`
 
 // attemptEntries are the sends mail_attempt keeps for the mail with this
 // id: each at the time its outcome was written.
-func (s *Store) attemptEntries(ctx context.Context, id int64) ([]TimelineEntry, error) {
-	rows, err := s.pool.Query(ctx, timelineAttemptsSQL, id)
+func attemptEntries(ctx context.Context, tx dbtx, id int64) ([]TimelineEntry, error) {
+	rows, err := tx.Query(ctx, timelineAttemptsSQL, id)
 	return scanRows(rows, err, "the sends of a mail", func(r pgx.CollectableRow) (TimelineEntry, error) {
 		var claim, send int
 		var started *time.Time

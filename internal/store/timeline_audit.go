@@ -18,8 +18,8 @@ FROM audit_log WHERE dedupe_key = $1 ORDER BY at, id`
 // auditEntries are the operator actions on the mail with this key. A
 // database without the audit log (a schema older than migration 00230)
 // has none.
-func (s *Store) auditEntries(ctx context.Context, key string) ([]TimelineEntry, error) {
-	rows, err := s.pool.Query(ctx, timelineAuditSQL, key)
+func auditEntries(ctx context.Context, q querier, key string) ([]TimelineEntry, error) {
+	rows, err := q.Query(ctx, timelineAuditSQL, key)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
 		return nil, nil

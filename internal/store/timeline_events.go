@@ -24,8 +24,8 @@ SELECT event_id::text, event_type, routing_key, COALESCE(last_error, ''), attemp
     COALESCE(payload->'data', '{}')
 FROM outbox WHERE dedupe_key = $1 ORDER BY id`
 
-func (s *Store) timelineEvents(ctx context.Context, key string) ([]timelineEvent, error) {
-	rows, err := s.pool.Query(ctx, timelineEventsSQL, key)
+func timelineEvents(ctx context.Context, tx dbtx, key string) ([]timelineEvent, error) {
+	rows, err := tx.Query(ctx, timelineEventsSQL, key)
 	return scanRows(rows, err, fmt.Sprintf("the feedback events of mail %q", key), func(r pgx.CollectableRow) (timelineEvent, error) {
 		var e timelineEvent
 		err := r.Scan(&e.eventID, &e.eventType, &e.routingKey, &e.lastError, &e.attempts, &e.createdAt,
