@@ -203,25 +203,29 @@ type Stats struct {
 	UnconfirmedRecent map[string]int64
 }
 
-// statsSQL computes every gauge in one round trip, at a cost that does not
-// grow with finished rows: the mails with work left (pending, sending,
-// unknown) are counted through mail_active_idx, a partial index that holds
-// only them; the finished ones (sent, failed, cancelled) are the counters
-// of migration 00100, mail_status_total plus the deltas not folded in yet.
-// The other parts read partial indexes of unpublished and dead outbox rows,
-// and the delivery-unconfirmed mails through mail_unconfirmed_idx, whose
-// rows are those of the last minutes and those really missing a report
-// ($1 and $2 are the DeliveryConfirm rule, $3 UnconfirmedWindow).
-var statsSQL = `
-SELECT
-  (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
+// statusCountsSQL is the mail count per status as one JSON object, at a
+// cost that does not grow with finished rows: the statuses with work left
+// through their partial indexes (mail_active_idx, mail_held_idx), the
+// finished ones from the counters of migration 00100 (their totals plus
+// the deltas not folded in yet). Stats and Overview read it.
+const statusCountsSQL = `(SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
       SELECT status, count(*) AS n FROM mail WHERE status IN ('pending', 'sending', 'unknown') GROUP BY status
       UNION ALL
       SELECT 'held', count(*) FROM mail WHERE status = 'held'
       UNION ALL
       SELECT status, sum(n)::bigint FROM (
           SELECT status, n FROM mail_status_total UNION ALL SELECT status, n FROM mail_status_delta) f
-      GROUP BY status) c),
+      GROUP BY status) c)`
+
+// statsSQL computes every gauge in one round trip, at a cost that does not
+// grow with finished rows: the counts per status (statusCountsSQL); the
+// other parts read partial indexes of unpublished and dead outbox rows,
+// and the delivery-unconfirmed mails through mail_unconfirmed_idx, whose
+// rows are those of the last minutes and those really missing a report
+// ($1 and $2 are the DeliveryConfirm rule, $3 UnconfirmedWindow).
+var statsSQL = `
+SELECT
+  ` + statusCountsSQL + `,
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM mail WHERE status = 'pending' AND NOT cancel_requested),
   (SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
   (SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at))::float8, 0) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),

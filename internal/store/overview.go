@@ -45,16 +45,9 @@ type Overview struct {
 // (its cost grows with the hour's throughput only); the outbox parts read
 // its partial indexes of unpublished and dead rows; the suppression list
 // is one row per bad address.
-const overviewSQL = `
+var overviewSQL = `
 SELECT now(),
-  (SELECT COALESCE(json_object_agg(status, n), '{}') FROM (
-      SELECT status, count(*) AS n FROM mail WHERE status IN ('pending', 'sending', 'unknown') GROUP BY status
-      UNION ALL
-      SELECT 'held', count(*) FROM mail WHERE status = 'held'
-      UNION ALL
-      SELECT status, sum(n)::bigint FROM (
-          SELECT status, n FROM mail_status_total UNION ALL SELECT status, n FROM mail_status_delta) f
-      GROUP BY status) c),
+  ` + statusCountsSQL + `,
   (SELECT min(created_at) FROM mail WHERE status = 'pending' AND NOT cancel_requested),
   h.sent, h.failed, COALESCE(h.lag[1], 0), COALESCE(h.lag[2], 0),
   (SELECT count(*) FROM outbox WHERE published_at IS NULL AND dead_at IS NULL),
