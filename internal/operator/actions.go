@@ -46,9 +46,11 @@ type Actions struct {
 // Result is what an action did (or, dry, would do), in one sentence, and
 // the new mail's key of a resend.
 type Result struct {
-	Summary string           `json:"summary"`
-	NewKey  string           `json:"new_key,omitempty"`
-	Audit   store.AuditEntry `json:"audit"`
+	Summary string `json:"summary"`
+	NewKey  string `json:"new_key,omitempty"`
+	// Audit is the action's audit row as its end recorded it; nil on a
+	// dry run, which records nothing.
+	Audit *store.AuditEntry `json:"audit,omitempty"`
 }
 
 // Kind sorts an action's error for its door: the CLI's exit code, the
@@ -65,7 +67,8 @@ const (
 )
 
 // KindOf returns the kind of err: KindInvalid for an *InputError (or an
-// address the store refuses), KindNotFound for a mail, suppression entry
+// address or a query the store refuses: store.ErrInvalidAddress,
+// store.ErrBadQuery), KindNotFound for a mail, suppression entry
 // or provider that does not exist (store.ErrNotFound, ErrNoProvider),
 // KindRefused for a state that forbids the action (*store.StateError,
 // ErrNoBroker), KindUnavailable for a database that failed
@@ -74,7 +77,7 @@ func KindOf(err error) Kind {
 	switch {
 	case err == nil:
 		return KindOther
-	case errors.Is(err, ErrInvalidInput), errors.Is(err, store.ErrInvalidAddress):
+	case errors.Is(err, ErrInvalidInput), errors.Is(err, store.ErrInvalidAddress), errors.Is(err, store.ErrBadQuery):
 		return KindInvalid
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, ErrNoProvider):
 		return KindNotFound
@@ -99,7 +102,8 @@ var ErrNoBroker = errors.New("no broker configured to replay the dead-letter que
 // before the audit log); its rows then read "(no reason given)".
 var ErrNoReason = errors.New("a reason is required: say why, for the audit log")
 
-// The actions as the audit log names them (AuditEntry.Action).
+// The actions as the audit log names them (AuditEntry.Action; the closed
+// set is store.AuditActions).
 const (
 	ActionResend         = "resend"
 	ActionReconcile      = "reconcile"
@@ -120,15 +124,18 @@ type act struct {
 	mailKey bool                         // the target is a dedupe key: the row appears on the mail
 }
 
-// auditTimeout bounds writing an audit row.
+// auditTimeout bounds writing an action's result into its audit row.
 const auditTimeout = 10 * time.Second
 
-// run normalises x's target, refuses a missing reason, runs do on the
-// normalised target and, unless dry, writes one audit row with the
-// outcome: done, refused (bad input, not found, a state that forbids it)
-// or failed (the database, anything unexpected), the error's text as its
-// detail. An action that succeeded but whose row could not be written
-// returns its result and an error saying so (KindUnavailable).
+// run normalises x's target, refuses a missing reason and, unless dry,
+// writes the action's intent row (result started) before do runs on the
+// normalised target, then sets the row's result: done, refused (bad
+// input, not found, a state that forbids it) or failed (the database,
+// anything unexpected), the summary or the error's text as its detail. A
+// process that stops in between leaves a started row, never an action
+// without a row. An intent row that cannot be written stops the action
+// (its error, KindUnavailable); an action that ran but whose result could
+// not be written returns its result and an error saying so.
 func (a *Actions) run(ctx context.Context, x act, do func(target string) (Result, error)) (Result, error) {
 	if !slices.Contains([]string{store.ViaCLI, store.ViaConsole, store.ViaAPI}, x.who.Via) || strings.TrimSpace(x.who.Name) == "" {
 		return Result{}, fmt.Errorf("%s: actor %q via %q: a name and cli, console or api are required", x.name, x.who.Name, x.who.Via)
@@ -138,45 +145,82 @@ func (a *Actions) run(ctx context.Context, x act, do func(target string) (Result
 	if x.norm != nil {
 		target, err = x.norm(x.target)
 	}
-	var res Result
 	switch {
-	case err != nil:
-		target, x.mailKey = x.target, false
-	case !x.dryRun && x.reason == "" && x.who.Via != store.ViaCLI:
-		err = &InputError{Problem: ErrNoReason.Error(), Err: ErrNoReason}
-	default:
-		res, err = do(target)
+	case err != nil && x.dryRun:
+		return Result{}, err
+	case err != nil: // not what the action takes: on no mail
+		x.mailKey = false
+		return a.refuse(ctx, x, x.target, err)
+	case x.dryRun:
+		return do(target)
+	case x.reason == "" && x.who.Via != store.ViaCLI:
+		return a.refuse(ctx, x, target, &InputError{Problem: ErrNoReason.Error(), Err: ErrNoReason})
 	}
-	if x.dryRun {
-		return res, err
+	rec, err := a.Store.RecordAudit(ctx, x.entry(target, store.AuditStarted, ""))
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: nothing done: its audit row could not be written: %w", x.name, err)
 	}
-	return a.audit(ctx, x, target, res, err)
+	res, err := do(target)
+	return a.finish(ctx, rec.ID, res, err)
 }
 
-// audit writes the row of an action that ran (or was refused) with res
-// and err.
-func (a *Actions) audit(ctx context.Context, x act, target string, res Result, err error) (Result, error) {
+// entry is x's audit row on target with result and detail.
+func (x act) entry(target, result, detail string) store.AuditEntry {
 	e := store.AuditEntry{Actor: strings.TrimSpace(x.who.Name), Via: x.who.Via, Action: x.name, Target: target,
-		Reason: x.reason, Result: store.AuditDone, Detail: res.Summary}
-	if x.mailKey && !errors.Is(err, store.ErrNotFound) {
+		Reason: x.reason, Result: result, Detail: detail}
+	if x.mailKey {
 		e.DedupeKey = target
 	}
-	if err != nil {
-		e.Result, e.Detail = store.AuditFailed, err.Error()
-		if k := KindOf(err); k == KindInvalid || k == KindNotFound || k == KindRefused {
-			e.Result = store.AuditRefused
-		}
+	return e
+}
+
+// resultOf is the audit result and detail of an action's outcome. A
+// failed action that did part of its work (a dead-letter replay cut
+// short) keeps its summary, what was done, before the error.
+func resultOf(res Result, err error) (string, string) {
+	if err == nil {
+		return store.AuditDone, res.Summary
 	}
-	// The action is done (or refused) whatever the caller does next: its
-	// row is written even when the caller's context ends now.
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	detail := err.Error()
+	if res.Summary != "" {
+		detail = res.Summary + "; error: " + detail
+	}
+	if k := KindOf(err); k == KindInvalid || k == KindNotFound || k == KindRefused {
+		return store.AuditRefused, detail
+	}
+	return store.AuditFailed, detail
+}
+
+// writeCtx is the context a result is written under: the action is done
+// (or refused) whatever the caller does next, so its row is written even
+// when the caller's context ends now.
+func writeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+}
+
+// refuse writes the finished row of an action refused before it ran.
+func (a *Actions) refuse(ctx context.Context, x act, target string, err error) (Result, error) {
+	wctx, cancel := writeCtx(ctx)
 	defer cancel()
-	rec, aerr := a.Store.RecordAudit(wctx, e)
+	result, detail := resultOf(Result{}, err)
+	if rec, aerr := a.Store.RecordAudit(wctx, x.entry(target, result, detail)); aerr == nil {
+		return Result{Audit: &rec}, err
+	}
+	return Result{}, err
+}
+
+// finish sets the result of the started row id from the action's res and
+// err.
+func (a *Actions) finish(ctx context.Context, id int64, res Result, err error) (Result, error) {
+	wctx, cancel := writeCtx(ctx)
+	defer cancel()
+	result, detail := resultOf(res, err)
+	rec, aerr := a.Store.FinishAudit(wctx, id, result, detail)
 	switch {
 	case aerr == nil:
-		res.Audit = rec
+		res.Audit = &rec
 	case err == nil:
-		return res, fmt.Errorf("%s; but its audit row could not be written: %w", res.Summary, aerr)
+		return res, fmt.Errorf("%s; but its result could not be written to its audit row %d (left started): %w", res.Summary, id, aerr)
 	}
 	return res, err
 }

@@ -122,7 +122,10 @@ func (a *Actions) Unsuppress(ctx context.Context, who Actor, address, reason str
 
 // ReplayDeadLetters replays the dead-letter queue through a.ReplayDLQ
 // (dry, it only counts); ErrNoBroker when a.ReplayDLQ is nil.
-// Result.Summary is what ReplayDLQ returned, kept with its error too.
+// Result.Summary is what ReplayDLQ returned (how many messages were
+// replayed, skipped and left), kept with its error too: the audit row's
+// detail says how many were replayed before the error ("nothing
+// replayed" when the replay could not start).
 func (a *Actions) ReplayDeadLetters(ctx context.Context, who Actor, reason string, dryRun bool) (Result, error) {
 	return a.ReplayDeadLettersWhere(ctx, who, "", reason, dryRun)
 }

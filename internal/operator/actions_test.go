@@ -2,6 +2,7 @@ package operator_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"testing"
@@ -64,6 +65,10 @@ func TestResendDryRunDecidesAsTheAction(t *testing.T) {
 	require.NoError(t, err, "a dry run needs no reason")
 	require.Equal(t, operator.Result{NewKey: "order-confirmed:1:resend:1",
 		Summary: "would create order-confirmed:1:resend:1 (pending) as a copy of order-confirmed:1 (dry run: nothing changed)"}, dry)
+	js, err := json.Marshal(dry)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"summary": "would create order-confirmed:1:resend:1 (pending) as a copy of order-confirmed:1 (dry run: nothing changed)",
+		"new_key": "order-confirmed:1:resend:1"}`, string(js), "a dry run records nothing: no audit object")
 	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM mail`))
 	require.Empty(t, b.audits(t))
 
@@ -72,6 +77,8 @@ func TestResendDryRunDecidesAsTheAction(t *testing.T) {
 	require.Equal(t, "order-confirmed:1:resend:1", done.NewKey)
 	require.Equal(t, "created order-confirmed:1:resend:1 (pending) as a copy of order-confirmed:1; follow it with `mailsvc mail show order-confirmed:1:resend:1`", done.Summary)
 	require.NotZero(t, done.Audit.ID)
+	require.Equal(t, "done", done.Audit.Result)
+	require.Equal(t, done.Summary, done.Audit.Detail)
 	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-confirmed:1:resend:1' AND status = 'pending'
 		AND message_id = $1`, mailtype.MessageID("order-confirmed:1:resend:1", "shop.example")))
 
@@ -135,10 +142,18 @@ func TestReconcileAndProviderActions(t *testing.T) {
 
 	_, err = b.a.ReplayDeadLetters(b.ctx, cli, "", false)
 	require.Equal(t, operator.KindRefused, operator.KindOf(err))
-	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return "replayed 0 of 0", errors.New("broker gone") }
+	const cut = "replayed 400 of 1000 dead-lettered messages to orders"
+	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return cut, context.DeadlineExceeded }
 	res, err = b.a.ReplayDeadLetters(b.ctx, cli, "fixed", false)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, cut, res.Summary)
+	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return "", errors.New("broker gone") }
+	_, err = b.a.ReplayDeadLetters(b.ctx, cli, "again", false)
 	require.EqualError(t, err, "broker gone")
-	require.Equal(t, "replayed 0 of 0", res.Summary)
+	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return "replayed 3 of 3 dead-lettered messages to orders", nil }
+	res, err = b.a.ReplayDeadLetters(b.ctx, cli, "fixed now", false)
+	require.NoError(t, err)
+	require.Equal(t, "done", res.Audit.Result)
 
 	_, err = b.a.Reconcile(b.ctx, operator.Actor{Name: "", Via: "cli"}, "order-confirmed:1", true, "", false)
 	require.Error(t, err, "no actor: nothing done, nothing recorded")
@@ -153,7 +168,12 @@ func TestReconcileAndProviderActions(t *testing.T) {
 		{Actor: "root", Via: "cli", Action: "provider-resume", Target: "resend", Reason: "quota raised", Result: "done", Detail: "resend: sending"},
 		{Actor: "root", Via: "cli", Action: "provider-resume", Target: "pigeon", Result: "refused", Detail: `no provider "pigeon": smtp or resend`},
 		{Actor: "root", Via: "cli", Action: "dlq-replay", Target: "dead-letter queue", Result: "refused", Detail: operator.ErrNoBroker.Error()},
-		{Actor: "root", Via: "cli", Action: "dlq-replay", Target: "dead-letter queue", Reason: "fixed", Result: "failed", Detail: "broker gone"},
+		{Actor: "root", Via: "cli", Action: "dlq-replay", Target: "dead-letter queue", Reason: "fixed", Result: "failed",
+			Detail: cut + "; error: context deadline exceeded"},
+		{Actor: "root", Via: "cli", Action: "dlq-replay", Target: "dead-letter queue", Reason: "again", Result: "failed",
+			Detail: "nothing replayed; error: broker gone"},
+		{Actor: "root", Via: "cli", Action: "dlq-replay", Target: "dead-letter queue", Reason: "fixed now", Result: "done",
+			Detail: "replayed 3 of 3 dead-lettered messages to orders"},
 	}, b.audits(t))
 }
 

@@ -102,6 +102,9 @@ func (a *Actions) ReplayDeadLettersWhere(ctx context.Context, who Actor, filter,
 			return Result{}, ErrNoBroker
 		}
 		summary, err := a.ReplayDLQ(ctx, dryRun)
+		if summary == "" && err != nil {
+			summary = "nothing replayed"
+		}
 		return Result{Summary: summary}, err
 	})
 }

@@ -24,21 +24,38 @@ type AuditEntry struct {
 	Target    string    `json:"target"`               // a dedupe key, an address, a provider, a queue
 	DedupeKey string    `json:"dedupe_key,omitempty"` // the mail it appears on, if any
 	Reason    string    `json:"reason"`
-	Result    string    `json:"result"` // done, refused, failed
+	Result    string    `json:"result"` // started, done, refused, failed
 	Detail    string    `json:"detail,omitempty"`
 }
 
 // The values of AuditEntry.Via and AuditEntry.Result (closed sets, held
-// by the table's CHECK constraints, migration 00230).
+// by the table's CHECK constraints, migrations 00230 and 00270).
+// AuditStarted is the intent record written before an action runs; the
+// action's end sets done, refused or failed (FinishAudit). A row left
+// started is an action whose process stopped before recording its result.
 const (
 	ViaCLI     = "cli"
 	ViaConsole = "console"
 	ViaAPI     = "api"
 
+	AuditStarted = "started"
 	AuditDone    = "done"
 	AuditRefused = "refused"
 	AuditFailed  = "failed"
 )
+
+// AuditOutcomeUnknown is how a started row reads in `mailsvc audit list`
+// and on a mail's timeline (AuditResultText).
+const AuditOutcomeUnknown = "outcome unknown: the process stopped before recording the result; check the mail"
+
+// AuditResultText is result as a person reads it: AuditOutcomeUnknown for
+// AuditStarted, the result itself otherwise.
+func AuditResultText(result string) string {
+	if result == AuditStarted {
+		return AuditOutcomeUnknown
+	}
+	return result
+}
 
 // MaxAuditText bounds each text of an audit entry (actor, action, target,
 // reason, detail), in bytes: a longer one is cut on a rune boundary.
@@ -86,14 +103,44 @@ func (s *Store) RecordAudit(ctx context.Context, e AuditEntry) (AuditEntry, erro
 	return e, nil
 }
 
+const finishAuditSQL = `
+UPDATE audit_log SET result = $2, detail = $3,
+    dedupe_key = CASE WHEN EXISTS (SELECT 1 FROM mail WHERE mail.dedupe_key = audit_log.dedupe_key) THEN dedupe_key END
+WHERE id = $1 AND result = 'started'
+RETURNING ` + auditColumns
+
+// FinishAudit sets the result (done, refused or failed) and detail of the
+// started row id that RecordAudit wrote before the action ran, and
+// returns the row as stored. The detail is kept as RecordAudit keeps it.
+// The row's dedupe key is cleared when no mail has it (an action refused
+// for an unknown key appears on no timeline). It returns an error
+// wrapping ErrInvalidAudit for another result, ErrNotFound when no started
+// row has this id (finished already), or a transient *mailtype.Error
+// (ReasonDatabase) when the database fails. Safe for concurrent use.
+func (s *Store) FinishAudit(ctx context.Context, id int64, result, detail string) (AuditEntry, error) {
+	if !slices.Contains([]string{AuditDone, AuditRefused, AuditFailed}, result) {
+		return AuditEntry{}, fmt.Errorf("finish audit %d: %w: result %q is not done, refused or failed", id, ErrInvalidAudit, result)
+	}
+	var e AuditEntry
+	err := s.pool.QueryRow(ctx, finishAuditSQL, id, result, auditText(detail)).
+		Scan(&e.ID, &e.At, &e.Actor, &e.Via, &e.Action, &e.Target, &e.DedupeKey, &e.Reason, &e.Result, &e.Detail)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return AuditEntry{}, fmt.Errorf("finish audit %d: no started row: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return AuditEntry{}, fmt.Errorf("finish audit %d: %w", id, interpretError(err))
+	}
+	return e, nil
+}
+
 func checkAudit(e AuditEntry) error {
 	switch {
 	case e.Actor == "" || e.Action == "":
 		return fmt.Errorf("%w: an actor and an action are required", ErrInvalidAudit)
 	case !slices.Contains([]string{ViaCLI, ViaConsole, ViaAPI}, e.Via):
 		return fmt.Errorf("%w: via %q is not cli, console or api", ErrInvalidAudit, e.Via)
-	case !slices.Contains([]string{AuditDone, AuditRefused, AuditFailed}, e.Result):
-		return fmt.Errorf("%w: result %q is not done, refused or failed", ErrInvalidAudit, e.Result)
+	case !slices.Contains([]string{AuditStarted, AuditDone, AuditRefused, AuditFailed}, e.Result):
+		return fmt.Errorf("%w: result %q is not started, done, refused or failed", ErrInvalidAudit, e.Result)
 	}
 	return nil
 }
@@ -116,13 +163,15 @@ func auditText(s string) string {
 const auditColumns = `id, at, actor, via, action, target, COALESCE(dedupe_key, ''), reason, result, detail`
 
 // ListAudit returns the entries of q, the newest first (by time, then by
-// id). A Limit outside 1..MaxAuditPage is an error wrapping ErrBadQuery;
+// id). A Limit outside 1..MaxAuditPage, a text filter that is not valid
+// UTF-8 or holds a NUL byte, or an Action not in AuditActions is an error
+// wrapping ErrBadQuery that names the field;
 // an unreachable database a transient *mailtype.Error (ReasonDatabase).
 // An entry about one mail is found by DedupeKey through
 // audit_log_mail_idx, the others by time through audit_log_at_idx.
 func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
-	if q.Limit < 1 || q.Limit > MaxAuditPage {
-		return nil, fmt.Errorf("%w: limit must be 1..%d, got %d", ErrBadQuery, MaxAuditPage, q.Limit)
+	if err := q.check(); err != nil {
+		return nil, fmt.Errorf("list audit: %w", err)
 	}
 	where, args := auditWhere(q)
 	sql := `SELECT ` + auditColumns + ` FROM audit_log` + where +
@@ -139,6 +188,20 @@ func (s *Store) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, erro
 		return nil, fmt.Errorf("list audit: %w", interpretError(err))
 	}
 	return out, nil
+}
+
+// check returns the error of an invalid query, naming the field.
+func (q AuditQuery) check() error {
+	if q.Limit < 1 || q.Limit > MaxAuditPage {
+		return fmt.Errorf("%w: limit must be 1..%d, got %d", ErrBadQuery, MaxAuditPage, q.Limit)
+	}
+	if err := checkQueryTexts("dedupe_key", q.DedupeKey, "actor", q.Actor, "action", q.Action, "target", q.Target); err != nil {
+		return err
+	}
+	if q.Action != "" && !slices.Contains(AuditActions, q.Action) {
+		return fmt.Errorf("%w: action: no action %q: one of %s", ErrBadQuery, q.Action, strings.Join(AuditActions, ", "))
+	}
+	return nil
 }
 
 // auditWhere builds the WHERE clause of q from fixed conditions, each

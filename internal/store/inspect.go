@@ -144,8 +144,13 @@ func (s *Store) MailByKey(ctx context.Context, dedupeKey string) (MailView, erro
 
 // MailsByOrder returns every mail of orderID (the confirmation, its
 // resends, tombstones) in creation order, each with its feedback events.
-// No mail gives an empty slice and a nil error.
+// No mail gives an empty slice and a nil error. An order id that is
+// blank, not valid UTF-8 or holds a NUL byte is an error wrapping
+// ErrBadQuery.
 func (s *Store) MailsByOrder(ctx context.Context, orderID string) ([]MailView, error) {
+	if err := checkOrderID(orderID); err != nil {
+		return nil, fmt.Errorf("read mails of order: %w", err)
+	}
 	rows, err := s.pool.Query(ctx, "SELECT "+mailViewColumns+" FROM mail WHERE order_id = $1 ORDER BY id", s.mailViewArgs(orderID)...)
 	if err != nil {
 		return nil, fmt.Errorf("read mails of order %q: %w", orderID, interpretError(err))

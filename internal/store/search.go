@@ -121,6 +121,10 @@ func (q MailQuery) check() error {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrBadQuery}, a...)...)
 	}
+	if err := checkQueryTexts("order_id", q.OrderID, "recipient", q.Recipient, "dedupe_key", q.DedupeKey, "event_id", q.EventID,
+		"provider_message_id", q.ProviderMessageID, "template", q.Template, "provider", q.Provider); err != nil {
+		return err
+	}
 	for _, st := range q.Statuses {
 		if !slices.Contains(mailtype.Statuses, st) {
 			return bad("status must be one of %v, got %q", mailtype.Statuses, st)

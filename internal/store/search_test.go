@@ -136,10 +136,26 @@ func TestSearchMailsRefusesBadQueries(t *testing.T) {
 			`invalid search: status must be one of [pending sending sent failed cancelled unknown held], got "x'; DROP TABLE mail; --"`},
 		{store.MailQuery{Limit: 1, Since: now, Until: now.Add(-time.Hour)}, "invalid search: since (" + now.Format(time.RFC3339) +
 			") must be before until (" + now.Add(-time.Hour).Format(time.RFC3339) + ")"},
+		{store.MailQuery{Limit: 1, OrderID: "4\x002"}, `invalid search: order_id: contains a NUL byte: "4\x002"`},
+		{store.MailQuery{Limit: 1, OrderID: "\xff"}, `invalid search: order_id: not valid UTF-8: "\xff"`},
+		{store.MailQuery{Limit: 1, Template: "\xff"}, `invalid search: template: not valid UTF-8: "\xff"`},
+		{store.MailQuery{Limit: 1, Provider: "smtp\x00"}, `invalid search: provider: contains a NUL byte: "smtp\x00"`},
+		{store.MailQuery{Limit: 1, ProviderMessageID: "\xc3"}, `invalid search: provider_message_id: not valid UTF-8: "\xc3"`},
+		{store.MailQuery{Limit: 1, Recipient: "a\x00@example.com"}, `invalid search: recipient: contains a NUL byte: "a\x00@example.com"`},
+		{store.MailQuery{Limit: 1, DedupeKey: "k\xff"}, `invalid search: dedupe_key: not valid UTF-8: "k\xff"`},
 	} {
 		_, err := sc.Store.SearchMails(ctx(t), c.q)
 		require.True(t, errors.Is(err, store.ErrBadQuery), "%+v: %v", c.q, err)
 		require.EqualError(t, err, "search mails: "+c.want)
+	}
+	for in, want := range map[string]string{
+		"4\x002": `read mails of order: invalid search: order_id: contains a NUL byte: "4\x002"`,
+		"\xff":   `read mails of order: invalid search: order_id: not valid UTF-8: "\xff"`,
+		" \t":    "read mails of order: invalid search: order_id: empty",
+	} {
+		_, err := sc.Store.MailsByOrder(ctx(t), in)
+		require.ErrorIs(t, err, store.ErrBadQuery, "%q", in)
+		require.EqualError(t, err, want)
 	}
 }
 

@@ -28,7 +28,7 @@ func auditEntries(ctx context.Context, q querier, key string) ([]TimelineEntry, 
 		var e TimelineEntry
 		var actor, via, action, target, reason, result, detail string
 		err := r.Scan(&e.At, &actor, &via, &action, &target, &reason, &result, &detail)
-		e.Kind, e.Summary = TimelineOperator, fmt.Sprintf("%s by %s (%s): %s", action, actor, via, result)
+		e.Kind, e.Summary = TimelineOperator, fmt.Sprintf("%s by %s (%s): %s", action, actor, via, AuditResultText(result))
 		e.Detail = nonEmpty("actor", actor, "via", via, "action", action, "target", target, "reason", reason,
 			"result", result, "detail", detail)
 		return e, err
