@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -39,6 +40,9 @@ func newAuditListCmd(e *env) *cobra.Command {
 				}
 				q.DedupeKey = k
 			}
+			if q.Action != "" && !slices.Contains(store.AuditActions, q.Action) {
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("--action: no action %q: one of %s", q.Action, strings.Join(store.AuditActions, ", "))}
+			}
 			var err error
 			if q.Since, err = parseWhen(since, time.Now()); err != nil {
 				return &ExitError{Code: 1, Err: fmt.Errorf("--since: %w", err)}
@@ -46,7 +50,7 @@ func newAuditListCmd(e *env) *cobra.Command {
 			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
 				list, err := st.ListAudit(e.ctx, q)
 				if errors.Is(err, store.ErrBadQuery) {
-					return &ExitError{Code: 1, Err: fmt.Errorf("--limit: %w", err)}
+					return &ExitError{Code: ExitInvalid, Err: err}
 				}
 				if err != nil {
 					return storeError(cfg, "", err)
@@ -60,7 +64,7 @@ func newAuditListCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&mailKey, "mail", "", "only the actions on the mail with this dedupe key")
 	cmd.Flags().StringVar(&q.Actor, "actor", "", "only this actor's actions")
-	cmd.Flags().StringVar(&q.Action, "action", "", "only this action: resend, reconcile, provider-resume, suppression-add, suppression-remove, dlq-replay")
+	cmd.Flags().StringVar(&q.Action, "action", "", "only this action: "+strings.Join(store.AuditActions, ", "))
 	cmd.Flags().StringVar(&q.Target, "target", "", "only the actions on this target (a key, an address, a provider, a queue)")
 	cmd.Flags().StringVar(&since, "since", "", "only actions at or after T: a duration ago (24h) or a time (2026-12-06T10:00:00Z, 2026-12-06)")
 	cmd.Flags().IntVar(&q.Limit, "limit", 50, fmt.Sprintf("at most this many entries (1..%d)", store.MaxAuditPage))
@@ -69,7 +73,7 @@ func newAuditListCmd(e *env) *cobra.Command {
 }
 
 // writeAudit prints entries as a table; an entry without a reason reads
-// "(no reason given)".
+// "(no reason given)", a started one store.AuditOutcomeUnknown.
 func writeAudit(w io.Writer, entries []store.AuditEntry) error {
 	if len(entries) == 0 {
 		_, err := fmt.Fprintln(w, "no operator action recorded")
@@ -83,7 +87,7 @@ func writeAudit(w io.Writer, entries []store.AuditEntry) error {
 			reason = "(no reason given)"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", operator.Stamp(&a.At), a.Actor, a.Via, a.Action, oneLine(a.Target),
-			a.Result, oneLine(reason), oneLine(a.Detail))
+			store.AuditResultText(a.Result), oneLine(reason), oneLine(a.Detail))
 	}
 	return tw.Flush()
 }

@@ -64,7 +64,7 @@ back. Meanwhile a replay or another listing sees none of them. ID names a messag
 			if limit < 0 {
 				return &ExitError{Code: ExitInvalid, Err: errors.New("--limit must be >= 0")}
 			}
-			cfg, err := e.load()
+			cfg, err := e.loadBroker()
 			if err != nil {
 				return err
 			}
@@ -153,7 +153,7 @@ func newDLQShowCmd(e *env) *cobra.Command {
 		Example: "  mailsvc dlq show dl-3f2a9c01b7e4",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := e.load()
+			cfg, err := e.loadBroker()
 			if err != nil {
 				return err
 			}

@@ -104,6 +104,8 @@ func storeError(cfg *config.Config, key string, err error) error {
 		return &ExitError{Code: ExitNotFound, Err: fmt.Errorf("no mail has dedupe key %q (list an order's mails with `mailsvc mail show --order ID`)", key)}
 	case errors.As(err, &se):
 		return &ExitError{Code: ExitRefused, Err: se}
+	case errors.Is(err, store.ErrBadQuery):
+		return &ExitError{Code: ExitInvalid, Err: err}
 	case mailtype.ReasonOf(err) == mailtype.ReasonDatabase:
 		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s: %w", cfg.Database.URL, err)}
 	}

@@ -71,7 +71,7 @@ func newMailListCmd(e *env) *cobra.Command {
 	fl.BoolVar(&l.f.Unconfirmed, "unconfirmed", false, "sent mails with no delivery or bounce report after mail.delivery_confirm_after")
 	fl.DurationVar(&l.f.OlderThan, "older-than", 0, "with one work status or --unconfirmed: only mails whose row last changed (with --unconfirmed: that were sent) at least this long ago (e.g. 30m, 1h, 48h)")
 	fl.StringVar(&l.f.Template, "template", "", "only mails of this template (order_confirmed, order_cancelled)")
-	fl.StringVar(&l.recipient, "recipient", "", "only mails to this address (the domain compared case-insensitively, the local part as given)")
+	fl.StringVar(&l.recipient, "recipient", "", "only mails to this address, compared case-insensitively (local part included: Ann@x.example finds ann@x.example too)")
 	fl.StringVar(&l.since, "since", "", "only mails received at or after T: a time (2026-12-06T10:00:00Z, 2026-12-06) or a duration ago (24h)")
 	fl.StringVar(&l.until, "until", "", "only mails received before T (as --since)")
 	fl.StringVar(&l.prov, "provider", "", "only mails sent through this provider (smtp, resend)")
@@ -167,7 +167,7 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 func searchMails(e *env, cfg *config.Config, st *store.Store, q store.MailQuery, asJSON bool) error {
 	page, err := st.SearchMails(e.ctx, q)
 	if errors.Is(err, store.ErrBadQuery) {
-		return &ExitError{Code: 1, Err: err}
+		return &ExitError{Code: ExitInvalid, Err: err}
 	}
 	if err != nil {
 		return storeError(cfg, "", err)

@@ -15,7 +15,15 @@ func newMigrateCmd(e *env) *cobra.Command {
 		Args:      cobra.MatchAll(cobra.MaximumNArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: []string{"up", "down", "status"},
 		RunE: func(_ *cobra.Command, args []string) error {
-			cfg, err := e.load()
+			dir := "up"
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			load := e.load
+			if dir == "status" { // reads the schema only: database.url is enough
+				load = e.loadReadOnly
+			}
+			cfg, err := load()
 			if err != nil {
 				return err
 			}
@@ -24,10 +32,6 @@ func newMigrateCmd(e *env) *cobra.Command {
 				return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s is unreachable: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}
 			}
 			defer st.Close()
-			dir := "up"
-			if len(args) == 1 {
-				dir = args[0]
-			}
 			if dir != "status" {
 				if err := refuseTransactionPooling(e, st); err != nil {
 					return err

@@ -142,7 +142,18 @@ func requireSubcommand(c *cobra.Command) {
 // (config.LoadReadOnly: database.url). An invalid one is an *ExitError
 // with code 2.
 func (e *env) loadReadOnly() (*config.Config, error) {
-	cfg, err := config.LoadReadOnly(e.configPath, os.LookupEnv)
+	return e.loadWith(config.LoadReadOnly)
+}
+
+// loadBroker reads what a command that only reads the dead-letter queue
+// needs (config.LoadBroker: amqp.url, amqp.dead_letter_queue, the
+// amqp.tls_* files). An invalid one is an *ExitError with code 2.
+func (e *env) loadBroker() (*config.Config, error) {
+	return e.loadWith(config.LoadBroker)
+}
+
+func (e *env) loadWith(load func(string, func(string) (string, bool)) (*config.Config, error)) (*config.Config, error) {
+	cfg, err := load(e.configPath, os.LookupEnv)
 	if err != nil {
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("invalid config:\n%w", err)}
 	}

@@ -3,6 +3,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 )
 
 // LoadReadOnly builds the configuration as Load does (defaults, the YAML
@@ -29,4 +36,55 @@ func LoadReadOnly(path string, lookupEnv func(string) (string, bool)) (*Config, 
 		return nil, c.Redactor().Error(err)
 	}
 	return c, nil
+}
+
+// LoadBroker builds the configuration as LoadReadOnly does for the
+// commands that only read the dead-letter queue (`dlq list`, `dlq show`),
+// and checks only what they use: amqp.url (an amqp:// or amqps:// URL,
+// without TLS parameters of its own), amqp.dead_letter_queue, and the
+// amqp.tls_* files, which it reads. The database, the sending
+// configuration and the other secrets are neither checked nor read. The
+// error names each bad key.
+func LoadBroker(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	c, err := decode(path, lookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	c.validateBroker(func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, c.Redactor().Error(err)
+	}
+	if src := c.amqpTLSSource(); !src.IsZero() {
+		cfg, certs, err := tlsconfig.Client(src, time.Now())
+		if err != nil {
+			return nil, c.Redactor().Error(err)
+		}
+		c.tls.amqp, c.tls.certs = cfg, certs
+	}
+	return c, nil
+}
+
+// validateBroker checks the keys of LoadBroker.
+func (c *Config) validateBroker(bad func(string, string, ...any)) {
+	if u, err := url.Parse(c.AMQP.URL.Reveal()); err != nil || (u.Scheme != "amqp" && u.Scheme != "amqps") ||
+		!strings.HasPrefix(strings.ToLower(c.AMQP.URL.Reveal()), u.Scheme+"://") {
+		bad("amqp.url", "must be an amqp:// or amqps:// URL")
+	} else {
+		for _, p := range slices.Sorted(maps.Keys(amqpURLTLSParams)) {
+			if u.Query().Has(p) {
+				bad("amqp.url", "parameter %s is not used: set %s instead", p, amqpURLTLSParams[p])
+			}
+		}
+		if u.Scheme == "amqp" {
+			for _, k := range setKeys(c.amqpTLSSource()) {
+				bad(k, "is set but amqp.url is amqp:// (plaintext): use amqps://, or remove the key")
+			}
+		}
+	}
+	if c.AMQP.DeadLetterQueue == "" {
+		bad("amqp.dead_letter_queue", "must not be empty")
+	}
 }
