@@ -14,28 +14,29 @@ import (
 // provider_state, migration 00095; docs/design.md, "Provider limits,
 // pauses and the breaker"). Times are on the database's clock; Now is that
 // clock when the row was read, so a reader converts PausedUntil to its own
-// clock as PausedUntil - Now + its time of reading.
+// clock as PausedUntil - Now + its time of reading. In JSON its keys are
+// snake_case; a zero time, an empty reason, error or probe_by is left out.
 type ProviderState struct {
 	// Provider is the provider's name ("smtp", "resend").
-	Provider string
+	Provider string `json:"provider"`
 	// Reason is why it is paused, "" when it never was or was resumed.
-	Reason mailtype.PauseReason
+	Reason mailtype.PauseReason `json:"reason,omitempty"`
 	// PausedUntil is the end of a rate-limit pause, or the next probe time
 	// of a quota or breaker pause; zero when not paused.
-	PausedUntil time.Time
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 	// PausedAt is when the current pause began; Error the sanitized error
 	// that caused it.
-	PausedAt time.Time
-	Error    string
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	Error    string    `json:"error,omitempty"`
 	// Failures counts consecutive configuration failures across replicas.
-	Failures int
+	Failures int `json:"failures"`
 	// ProbeBy names the worker that took the last probe, "" for none.
-	ProbeBy string
+	ProbeBy string `json:"probe_by,omitempty"`
 	// ResumedAt is when the last quota or breaker pause ended (a probe
 	// succeeded, an operator resumed the provider); zero when none did.
-	ResumedAt time.Time
+	ResumedAt time.Time `json:"resumed_at,omitzero"`
 	// Now is the database's clock at the read.
-	Now time.Time
+	Now time.Time `json:"now"`
 }
 
 // Paused reports whether the provider takes no send but a probe: a

@@ -36,3 +36,19 @@ func TestTimelineShowsTheOperatorActionsOnTheMail(t *testing.T) {
 		Detail: map[string]string{"actor": "ann", "via": "console", "action": "resend", "target": "order-confirmed:8",
 			"reason": "customer asked", "result": "done"}}, got[2])
 }
+
+// A started row (its process stopped before recording the result) reads
+// as an outcome unknown on the timeline.
+func TestTimelineShowsAStartedActionAsUnknown(t *testing.T) {
+	t.Parallel()
+	b := setupTimeline(t)
+	_, err := storetest.InsertPending(testCtx(t), b.st, storetest.Mail{OrderID: "8", ToEmail: "h@example.com"})
+	require.NoError(t, err)
+	at := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	b.sc.Exec(t, `INSERT INTO audit_log (at, actor, via, action, target, dedupe_key, reason, result)
+		VALUES ($1, 'ann', 'cli', 'resend', 'order-confirmed:8', 'order-confirmed:8', 'asked', 'started')`, at)
+	got := b.timeline(t, "order-confirmed:8")
+	require.Len(t, got, 3)
+	require.Equal(t, "resend by ann (cli): outcome unknown: the process stopped before recording the result; check the mail", got[2].Summary)
+	require.Equal(t, "started", got[2].Detail["result"])
+}
