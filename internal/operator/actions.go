@@ -22,8 +22,8 @@ type Actor struct {
 // Actions is every operator action that changes something (resend,
 // reconcile, provider resume, suppression add and remove, dead-letter
 // replay): one implementation, so the CLI, the console and its API refuse
-// exactly alike, and each writes one audit row (store.RecordAudit) with
-// its result. dryRun decides and refuses as the action would and changes
+// exactly alike, and each writes one audit row: started before it runs
+// (store.RecordAudit), its result when it ends (store.FinishAudit). dryRun decides and refuses as the action would and changes
 // nothing (no audit row): the console's confirmation step shows it.
 // Once its fields are set it is safe for concurrent use.
 type Actions struct {
