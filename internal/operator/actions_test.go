@@ -150,7 +150,9 @@ func TestReconcileAndProviderActions(t *testing.T) {
 	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return "", errors.New("broker gone") }
 	_, err = b.a.ReplayDeadLetters(b.ctx, cli, "again", false)
 	require.EqualError(t, err, "broker gone")
-	b.a.ReplayDLQ = func(context.Context, bool) (string, error) { return "replayed 3 of 3 dead-lettered messages to orders", nil }
+	b.a.ReplayDLQ = func(context.Context, bool) (string, error) {
+		return "replayed 3 of 3 dead-lettered messages to orders", nil
+	}
 	res, err = b.a.ReplayDeadLetters(b.ctx, cli, "fixed now", false)
 	require.NoError(t, err)
 	require.Equal(t, "done", res.Audit.Result)
