@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -29,28 +28,23 @@ type OrderLine struct {
 // Duplicates are kept, in file order.
 func ReadOrderLines(r io.Reader) ([]OrderLine, error) {
 	var out []OrderLine
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if n == 1 {
-			line = strings.TrimPrefix(line, "\uFEFF")
+	var bad *InputError
+	err := eachLine(r, func(n int, line string) error {
+		o, err := orderLine(line)
+		if errors.As(err, &bad) {
+			bad.Problem = fmt.Sprintf("line %d: %s", n, bad.Problem)
 		}
-		trimmed := strings.TrimFunc(line, isSpace)
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
-			continue
-		}
-		o, err := orderLine(trimmed)
 		if err != nil {
-			var ie *InputError
-			if errors.As(err, &ie) {
-				ie.Problem = fmt.Sprintf("line %d: %s", n, ie.Problem)
-			}
-			return nil, err
+			return err
 		}
 		o.Line = n
 		out = append(out, o)
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	switch {
+	case bad != nil:
+		return nil, bad
+	case err != nil:
 		return nil, fmt.Errorf("read orders: %w", err)
 	}
 	return out, nil

@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -37,23 +36,15 @@ type KeyLine struct {
 // returns the keys in file order, duplicates included, or the read error.
 func ReadKeyLines(r io.Reader) ([]KeyLine, error) {
 	var keys []KeyLine
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if n == 1 {
-			line = strings.TrimPrefix(line, "\uFEFF")
-		}
-		trimmed := strings.TrimFunc(line, isSpace)
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
-			continue
-		}
-		k, err := Key(trimmed)
+	err := eachLine(r, func(n int, line string) error {
+		k, err := Key(line)
 		if err != nil {
-			k = trimmed
+			k = line
 		}
 		keys = append(keys, KeyLine{Line: n, Key: k, Err: err})
-	}
-	if err := sc.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("read keys: %w", err)
 	}
 	return keys, nil
