@@ -59,7 +59,7 @@ func (w *wiring) buildConsole() ([]named, error) {
 		return nil, err
 	}
 	if cc.SessionSecret == nil {
-		w.log.Warn("console.session_secret is not set: a random one is used, so console sessions end at a restart and are not accepted by other replicas")
+		w.log.Warn("console.session_secret is not set: a random one is used, so session cookies are accepted by this process only (they end at a restart and other replicas refuse them)")
 	}
 	acts := &operator.Actions{Store: w.store, FromDomain: mailtype.AddressDomain(w.cfg.Mail.From),
 		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg)}

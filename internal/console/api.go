@@ -54,6 +54,10 @@ func apiRoutes(c *Console) []Route {
 func (c *Console) api(operatorOnly bool, h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := c.authenticate(r)
+		if err != nil && !isAuthError(err) {
+			c.apiError(w, r, err)
+			return
+		}
 		if err != nil {
 			c.apiError(w, r, &httpError{http.StatusUnauthorized, "unauthenticated", err.Error()})
 			return

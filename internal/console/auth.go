@@ -49,11 +49,11 @@ var (
 // is none (errExpired for an expired session).
 func (c *Console) authenticate(r *http.Request) (identity, error) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			return identity{}, errBadToken
+		// Only the Bearer scheme (case-insensitive, RFC 7235) is an API
+		// token; another (a proxy's Basic) falls through to the others.
+		if scheme, tok, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "Bearer") {
+			return c.tokenIdentity(strings.TrimSpace(tok))
 		}
-		return c.tokenIdentity(strings.TrimSpace(tok))
 	}
 	if id, ok := c.proxyIdentity(r); ok {
 		return id, nil
@@ -62,11 +62,32 @@ func (c *Console) authenticate(r *http.Request) (identity, error) {
 	if err != nil {
 		return identity{}, errNoCredentials
 	}
-	se, err := c.sessions.check(ck.Value)
+	se, fp, err := c.sessions.check(r.Context(), ck.Value)
 	if err != nil {
 		return identity{}, err
 	}
-	return identity{Name: se.Name, Role: se.Role, Via: "session", session: se}, nil
+	// The role is the configuration's now: a removed user's session, or
+	// one from before a password change, is refused.
+	for _, u := range c.cfg.Users {
+		if u.Name == se.Name {
+			if subtle.ConstantTimeCompare(fingerprint(u.Hash), fp) != 1 {
+				return identity{}, errUserChanged
+			}
+			return identity{Name: se.Name, Role: u.Role, Via: "session", session: se}, nil
+		}
+	}
+	return identity{}, errUserChanged
+}
+
+// isAuthError reports whether err says the request has no valid
+// credentials (401), rather than that the session store failed.
+func isAuthError(err error) bool {
+	for _, e := range []error{errNoCredentials, errBadToken, errExpired, errBadSession, errUserChanged} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // tokenIdentity compares the token's SHA-256 with every configured one in

@@ -88,7 +88,8 @@ type Config struct {
 	Tokens []Credential
 	Proxy  TrustedProxy
 	// SessionSecret signs cookies and CSRF tokens; at least 32 bytes, or
-	// nil for a random one (sessions end with the process).
+	// nil for a random one (a session cookie and its forms are then
+	// accepted by this process only).
 	SessionSecret []byte
 	// SessionTTL bounds a login; 0 means 8h.
 	SessionTTL time.Duration
@@ -105,6 +106,9 @@ type Deps struct {
 	// DLQDepth returns the dead-letter queue's depth; ok false when
 	// unknown.
 	DLQDepth func(ctx context.Context) (depth int, ok bool)
+	// Sessions keeps the logins; nil means Store, when it implements
+	// SessionStore (*store.Store does).
+	Sessions SessionStore
 	Log      *slog.Logger
 	// Now is the clock (time.Now when nil): session expiry and verdicts.
 	Now func() time.Time
@@ -139,7 +143,13 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	if deps.Store == nil || deps.Actions == nil {
 		return nil, errors.New("console: Store and Actions are required")
 	}
-	s, err := newSessions(cfg.SessionSecret, cfg.SessionTTL, deps.Now)
+	if deps.Sessions == nil {
+		deps.Sessions, _ = deps.Store.(SessionStore)
+	}
+	if deps.Sessions == nil {
+		return nil, errors.New("console: Sessions is required (Store does not keep sessions)")
+	}
+	s, err := newSessions(cfg.SessionSecret, cfg.SessionTTL, deps.Now, deps.Sessions)
 	if err != nil {
 		return nil, fmt.Errorf("console: %w", err)
 	}

@@ -13,10 +13,7 @@ type loginData struct {
 
 // loginForm shows the login form with a fresh anti-forgery nonce.
 func (c *Console) loginForm(w http.ResponseWriter, r *http.Request) {
-	msg := ""
-	if r.URL.Query().Get("m") == "expired" {
-		msg = errExpired.Error()
-	}
+	msg := map[string]string{"expired": errExpired.Error(), "changed": errUserChanged.Error()}[r.URL.Query().Get("m")]
 	c.showLogin(w, http.StatusOK, loginData{Message: msg})
 }
 
@@ -47,7 +44,11 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, http.StatusUnauthorized, loginData{Name: name, Error: "unknown name or wrong password"})
 		return
 	}
-	_, cookie := c.sessions.issue(u.Name, u.Role)
+	cookie, err := c.sessions.issue(r.Context(), u)
+	if err != nil {
+		c.pageError(w, r, nil, err)
+		return
+	}
 	http.SetCookie(w, cookie)
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Path: "/login", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	c.deps.Log.Info("console login", "user", u.Name, "role", u.Role, "client", clientAddress(r))
@@ -57,7 +58,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 // logout ends the session (a POST with its CSRF token).
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, id *identity) error {
 	if id.Via == "session" {
-		c.sessions.revoke(id.session)
+		if err := c.sessions.revoke(r.Context(), id.session); err != nil {
+			return err
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Path: "/", Expires: time.Unix(1, 0), MaxAge: -1,
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})

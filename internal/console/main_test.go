@@ -75,6 +75,7 @@ type bundle struct {
 	clock                      *clock
 	viewerToken, operatorToken string
 	actions                    *operator.Actions
+	cfg                        console.Config
 }
 
 // option changes the console's config before it starts.
@@ -104,14 +105,22 @@ func setup(t *testing.T, opts ...option) *bundle {
 		o(&cfg)
 	}
 	b.actions = &operator.Actions{Store: sc.Store, FromDomain: "shop.example"}
-	c, err := console.New(cfg, console.Deps{Store: sc.Store, Actions: b.actions, Now: b.clock.Now,
+	b.cfg = cfg
+	b.base = b.start(t, cfg)
+	return b
+}
+
+// start serves a console of cfg over b's schema and returns its base URL:
+// with b's config, another replica of it.
+func (b *bundle) start(t *testing.T, cfg console.Config) string {
+	t.Helper()
+	c, err := console.New(cfg, console.Deps{Store: b.sc.Store, Actions: b.actions, Now: b.clock.Now,
 		Log: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := console.NewServer(c, cfg.Addr)
 	require.NoError(t, srv.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, srv.Stop(context.Background())) })
-	b.base = "http://" + srv.Addr()
-	return b
+	return "http://" + srv.Addr()
 }
 
 // client is a browser without JavaScript: it keeps the session cookie by
@@ -123,6 +132,8 @@ type client struct {
 	cookies map[string]string
 	csrf    string
 	header  http.Header
+	// base is the console it talks to: "" for b's.
+	base string
 }
 
 func (b *bundle) anonymous(t *testing.T) *client {
@@ -181,7 +192,11 @@ func (c *client) do(req *http.Request) (reply, string) {
 
 func (c *client) request(method, path string, body io.Reader, contentType string) (reply, string) {
 	c.t.Helper()
-	req, err := http.NewRequest(method, c.b.base+path, body)
+	base := c.base
+	if base == "" {
+		base = c.b.base
+	}
+	req, err := http.NewRequest(method, base+path, body)
 	require.NoError(c.t, err)
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)

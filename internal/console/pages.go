@@ -125,10 +125,17 @@ type pageHandler func(w http.ResponseWriter, r *http.Request, id *identity) erro
 func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := c.authenticate(r)
+		if err != nil && !isAuthError(err) {
+			c.pageError(w, r, nil, err)
+			return
+		}
 		if err != nil {
 			target := "/login"
-			if errors.Is(err, errExpired) {
+			switch {
+			case errors.Is(err, errExpired):
 				target += "?m=expired"
+			case errors.Is(err, errUserChanged):
+				target += "?m=changed"
 			}
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return

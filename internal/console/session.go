@@ -1,16 +1,19 @@
 package console
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 // cookieName is the session cookie; loginCookie the login form's own
@@ -20,32 +23,43 @@ const (
 	loginCookie = "mailsvc_console_login"
 )
 
-// session is one login, as its signed cookie carries it.
+// session is one login: its random id (the cookie carries it, signed;
+// the store keeps only its SHA-256) and its user's name. The role is
+// not part of it: it is read from the configuration on every request.
 type session struct {
 	ID      string
 	Name    string
-	Role    Role
 	Expires time.Time
 }
 
-// sessions signs and checks session cookies and CSRF tokens, and keeps,
-// in memory, each session's unused confirmation nonces and the sessions
-// logged out before their expiry.
+// SessionStore keeps the sessions (table console_session), so that a
+// logout holds on every replica and across restarts; *store.Store
+// implements it.
+type SessionStore interface {
+	CreateConsoleSession(ctx context.Context, se store.ConsoleSession) error
+	ConsoleSessionByID(ctx context.Context, sum [sha256.Size]byte) (store.ConsoleSession, error)
+	DeleteConsoleSession(ctx context.Context, sum [sha256.Size]byte) error
+}
+
+// sessions signs session cookies and CSRF tokens, keeps the sessions in
+// the store and, in memory, each session's unused confirmation nonces.
 type sessions struct {
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
+	store  SessionStore
 
-	mu      sync.Mutex
-	nonces  map[string]map[string]time.Time // session id → nonce → expiry
-	revoked map[string]time.Time            // session id → its expiry
+	mu     sync.Mutex
+	nonces map[string]map[string]time.Time // session id → nonce → expiry
 }
 
-// errExpired is a session cookie past its expiry; errBadSession one that
-// is not ours (forged, altered, from another secret) or logged out.
+// errExpired is a session past its expiry; errBadSession one that is not
+// ours (forged, altered, from another secret) or logged out;
+// errUserChanged one whose user was removed or whose password changed.
 var (
-	errExpired    = errors.New("your session has expired: log in again")
-	errBadSession = errors.New("no valid session: log in")
+	errExpired     = errors.New("your session has expired: log in again")
+	errBadSession  = errors.New("no valid session: log in")
+	errUserChanged = errors.New("your account was removed or its password changed: log in again")
 )
 
 // maxNonces bounds the unused confirmations kept per session: an older
@@ -55,7 +69,7 @@ const maxNonces = 32
 // nonceTTL is how long a confirmation page may be left open.
 const nonceTTL = 30 * time.Minute
 
-func newSessions(secret []byte, ttl time.Duration, now func() time.Time) (*sessions, error) {
+func newSessions(secret []byte, ttl time.Duration, now func() time.Time, st SessionStore) (*sessions, error) {
 	if secret == nil {
 		secret = make([]byte, 32)
 		_, _ = rand.Read(secret)
@@ -63,8 +77,7 @@ func newSessions(secret []byte, ttl time.Duration, now func() time.Time) (*sessi
 	if len(secret) < 32 {
 		return nil, errors.New("the session secret must be at least 32 bytes")
 	}
-	return &sessions{secret: secret, ttl: ttl, now: now,
-		nonces: map[string]map[string]time.Time{}, revoked: map[string]time.Time{}}, nil
+	return &sessions{secret: secret, ttl: ttl, now: now, store: st, nonces: map[string]map[string]time.Time{}}, nil
 }
 
 func randomID() string {
@@ -79,56 +92,54 @@ func (s *sessions) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// issue starts a session for name and returns its cookie.
-func (s *sessions) issue(name string, role Role) (session, *http.Cookie) {
-	se := session{ID: randomID(), Name: name, Role: role, Expires: s.now().Add(s.ttl)}
-	payload := strings.Join([]string{se.ID, base64.RawURLEncoding.EncodeToString([]byte(name)), string(role),
-		strconv.FormatInt(se.Expires.Unix(), 10)}, ".")
-	return se, &http.Cookie{Name: cookieName, Value: payload + "." + s.mac("session", payload), Path: "/",
-		Expires: se.Expires, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode}
-}
+// fingerprint is the SHA-256 of a user's password hash: a session is
+// bound to it at login and refused once the configured hash differs.
+func fingerprint(hash []byte) []byte { s := sha256.Sum256(hash); return s[:] }
 
-// check returns the session of a cookie value: errBadSession for a value
-// not signed by us or logged out, errExpired past its expiry.
-func (s *sessions) check(value string) (session, error) {
-	i := strings.LastIndexByte(value, '.')
-	if i < 0 || !hmac.Equal([]byte(value[i+1:]), []byte(s.mac("session", value[:i]))) {
-		return session{}, errBadSession
-	}
-	f := strings.Split(value[:i], ".")
-	if len(f) != 4 {
-		return session{}, errBadSession
-	}
-	name, err1 := base64.RawURLEncoding.DecodeString(f[1])
-	exp, err2 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil {
-		return session{}, errBadSession
-	}
-	se := session{ID: f[0], Name: string(name), Role: Role(f[2]), Expires: time.Unix(exp, 0)}
-	if !s.now().Before(se.Expires) {
-		return session{}, errExpired
-	}
-	s.mu.Lock()
-	_, out := s.revoked[se.ID]
-	s.mu.Unlock()
-	if out {
-		return session{}, errBadSession
-	}
-	return se, nil
-}
-
-// revoke ends a session before its expiry (logout) and forgets its nonces.
-func (s *sessions) revoke(se session) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// issue stores a new session for u (32 random bytes as its id) and
+// returns its cookie.
+func (s *sessions) issue(ctx context.Context, u Credential) (*http.Cookie, error) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
 	now := s.now()
-	for id, exp := range s.revoked {
-		if !now.Before(exp) {
-			delete(s.revoked, id)
-		}
+	se := store.ConsoleSession{IDSum: sha256.Sum256([]byte(id)), User: u.Name, HashFingerprint: fingerprint(u.Hash),
+		Created: now, Expires: now.Add(s.ttl)}
+	if err := s.store.CreateConsoleSession(ctx, se); err != nil {
+		return nil, err
 	}
-	s.revoked[se.ID] = se.Expires
+	return &http.Cookie{Name: cookieName, Value: id + "." + s.mac("session", id), Path: "/",
+		Expires: se.Expires, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode}, nil
+}
+
+// check returns the session of a cookie value and the fingerprint it was
+// bound to: errBadSession for a value not signed by us or logged out,
+// errExpired past its expiry, a store error as it is.
+func (s *sessions) check(ctx context.Context, value string) (session, []byte, error) {
+	id, mac, ok := strings.Cut(value, ".")
+	if !ok || len(id) != 64 || !hmac.Equal([]byte(mac), []byte(s.mac("session", id))) {
+		return session{}, nil, errBadSession
+	}
+	st, err := s.store.ConsoleSessionByID(ctx, sha256.Sum256([]byte(id)))
+	if errors.Is(err, store.ErrNotFound) {
+		return session{}, nil, errBadSession
+	}
+	if err != nil {
+		return session{}, nil, err
+	}
+	if !s.now().Before(st.Expires) {
+		return session{}, nil, errExpired
+	}
+	return session{ID: id, Name: st.User, Expires: st.Expires}, st.HashFingerprint, nil
+}
+
+// revoke ends a session before its expiry (logout), on every replica,
+// and forgets its nonces.
+func (s *sessions) revoke(ctx context.Context, se session) error {
+	s.mu.Lock()
 	delete(s.nonces, "session:"+se.ID)
+	s.mu.Unlock()
+	return s.store.DeleteConsoleSession(ctx, sha256.Sum256([]byte(se.ID)))
 }
 
 // csrf is the anti-forgery token of the session (or proxy user) key:
