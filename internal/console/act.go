@@ -23,9 +23,14 @@ type confirmData struct {
 // from the query string (keys and providers), POST from the form
 // (addresses, kept out of URLs).
 func (c *Console) confirm(w http.ResponseWriter, r *http.Request, id *identity) error {
-	v := r.URL.Query()
+	v, err := queryOf(r)
+	if err != nil {
+		return err
+	}
 	if r.Method == http.MethodPost {
 		v = r.PostForm
+	} else if v.Has("address") {
+		return bad("address: send it with the form (POST), not in the URL: an address in a URL lands in logs")
 	}
 	in, err := parseAction(r.PathValue("action"), v)
 	if err != nil {

@@ -80,7 +80,11 @@ func (c *Console) api(operatorOnly bool, h apiHandler) http.HandlerFunc {
 }
 
 func (c *Console) apiSearch(r *http.Request, _ *identity) (any, error) {
-	q, _, err := parseSearch(r.URL.Query())
+	v, err := queryOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q, _, err := parseSearch(v)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +146,15 @@ func (c *Console) apiOrder(r *http.Request, _ *identity) (any, error) {
 // apiSuppressions lists the entries in force, or with ?address= that
 // address's history.
 func (c *Console) apiSuppressions(r *http.Request, _ *identity) (any, error) {
-	if a := r.URL.Query().Get("address"); a != "" {
-		in, err := parseAction(actSuppress, url.Values{"address": {a}})
+	v, err := queryOf(r)
+	if err == nil {
+		err = onlyParams(v, "address")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := v["address"]; ok {
+		in, err := parseAction(actSuppress, v)
 		if err != nil {
 			return nil, err
 		}
@@ -157,7 +168,11 @@ func (c *Console) apiSuppressions(r *http.Request, _ *identity) (any, error) {
 }
 
 func (c *Console) apiAudit(r *http.Request, _ *identity) (any, error) {
-	q, err := auditQuery(r.URL.Query().Get)
+	v, err := queryOf(r)
+	if err != nil {
+		return nil, err
+	}
+	q, err := auditQuery(v)
 	if err != nil {
 		return nil, err
 	}

@@ -100,13 +100,23 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // apiError answers err as {"error": ..., "kind": ...}.
 func (c *Console) apiError(w http.ResponseWriter, r *http.Request, err error) {
 	he := classify(err)
-	if he.Status == http.StatusInternalServerError {
-		c.deps.Log.Error("console api", "path", r.URL.Path, "error", err)
-	}
+	c.logAnswer("console api", r, he, err)
 	if he.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mailsvc console"`)
 	}
 	writeJSON(w, he.Status, map[string]string{"error": he.Msg, "kind": he.Kind})
+}
+
+// logAnswer logs a 5xx answer with the request's path (never its query
+// string: it may hold an address) and the error's kind: 500 at error,
+// the others (503: the database or broker down) at warn.
+func (c *Console) logAnswer(msg string, r *http.Request, he *httpError, err error) {
+	switch {
+	case he.Status == http.StatusInternalServerError:
+		c.deps.Log.Error(msg, "status", he.Status, "path", r.URL.Path, "kind", he.Kind, "error", err)
+	case he.Status >= 500:
+		c.deps.Log.Warn(msg, "status", he.Status, "path", r.URL.Path, "kind", he.Kind, "error", err)
+	}
 }
 
 // keyPath is a dedupe key as one path segment.

@@ -76,7 +76,23 @@ type bundle struct {
 	viewerToken, operatorToken string
 	actions                    *operator.Actions
 	cfg                        console.Config
+	// logs are what the consoles logged.
+	logs logBuffer
 }
+
+// logBuffer is a log's text, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.buf.String() }
 
 // option changes the console's config before it starts.
 type option func(*console.Config)
@@ -115,7 +131,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 func (b *bundle) start(t *testing.T, cfg console.Config) string {
 	t.Helper()
 	c, err := console.New(cfg, console.Deps{Store: b.sc.Store, Actions: b.actions, Now: b.clock.Now,
-		Log: slog.New(slog.DiscardHandler)})
+		Log: slog.New(slog.NewTextHandler(&b.logs, nil))})
 	require.NoError(t, err)
 	srv := console.NewServer(c, cfg.Addr)
 	require.NoError(t, srv.Start(context.Background()))

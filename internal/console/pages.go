@@ -89,9 +89,7 @@ func (c *Console) render(w http.ResponseWriter, code int, name string, v view) {
 // pageError renders err as a page with its status.
 func (c *Console) pageError(w http.ResponseWriter, r *http.Request, id *identity, err error) {
 	he := classify(err)
-	if he.Status == http.StatusInternalServerError {
-		c.deps.Log.Error("console page", "path", r.URL.Path, "error", err)
-	}
+	c.logAnswer("console page", r, he, err)
 	heading := map[int]string{400: "That input cannot be used", 403: "Not allowed", 404: "Not found",
 		409: "Refused", 503: "Unavailable", 500: "Something went wrong"}[he.Status]
 	c.render(w, he.Status, "error", c.view(id, heading, "", struct{ Heading, Message string }{heading, he.Msg}))
@@ -101,8 +99,11 @@ func (c *Console) pageError(w http.ResponseWriter, r *http.Request, id *identity
 // not be read; an unexpected error is logged.
 func (c *Console) partError(err error) string {
 	he := classify(err)
-	if he.Status == http.StatusInternalServerError {
-		c.deps.Log.Error("console read", "error", err)
+	switch {
+	case he.Status == http.StatusInternalServerError:
+		c.deps.Log.Error("console read", "kind", he.Kind, "error", err)
+	case he.Status >= 500:
+		c.deps.Log.Warn("console read", "status", he.Status, "kind", he.Kind, "error", err)
 	}
 	return he.Msg
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -24,9 +25,33 @@ const defaultPageSize = 50
 var searchFields = []string{"order_id", "recipient", "dedupe_key", "event_id", "provider_message_id",
 	"template", "provider", "status", "since", "until", "sort", "page", "per_page"}
 
-// field returns the trimmed value of name, refusing one too long or not
-// UTF-8.
+// queryOf parses the request's query string: a malformed one (a bad
+// percent escape, a semicolon) is refused naming the problem, rather
+// than its filters silently dropped.
+func queryOf(r *http.Request) (url.Values, error) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, bad("the query string is malformed (" + err.Error() + "): percent-encode each value and separate parameters with &")
+	}
+	return v, nil
+}
+
+// onlyParams refuses a parameter of v not in known.
+func onlyParams(v url.Values, known ...string) error {
+	for k := range v {
+		if !slices.Contains(known, k) {
+			return bad(fmt.Sprintf("unknown parameter %q (known: %s)", k, strings.Join(known, ", ")))
+		}
+	}
+	return nil
+}
+
+// field returns the trimmed value of name, refusing one given more than
+// once, too long or not UTF-8.
 func field(v url.Values, name string) (string, error) {
+	if n := len(v[name]); n > 1 {
+		return "", bad(fmt.Sprintf("%s: given %d times: give it once", name, n))
+	}
 	s := v.Get(name)
 	if len(s) > maxField {
 		return "", bad(fmt.Sprintf("%s: longer than %d bytes", name, maxField))

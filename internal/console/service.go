@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -93,9 +95,22 @@ func (c *Console) suppressions(w http.ResponseWriter, r *http.Request, id *ident
 	return nil
 }
 
-// auditQuery reads the audit filters of v.
-func auditQuery(get func(string) string) (store.AuditQuery, error) {
+// auditParams are the audit log's filters.
+var auditParams = []string{"actor", "action", "target", "dedupe_key", "limit"}
+
+// auditQuery reads the audit filters of v: an unknown or repeated one is
+// refused.
+func auditQuery(v url.Values) (store.AuditQuery, error) {
 	q := store.AuditQuery{Limit: 200}
+	if err := onlyParams(v, auditParams...); err != nil {
+		return q, err
+	}
+	for _, name := range auditParams {
+		if len(v[name]) > 1 {
+			return q, bad(fmt.Sprintf("%s: given %d times: give it once", name, len(v[name])))
+		}
+	}
+	get := v.Get
 	for _, f := range []struct {
 		name string
 		dst  *string
@@ -117,7 +132,11 @@ func auditQuery(get func(string) string) (store.AuditQuery, error) {
 }
 
 func (c *Console) audit(w http.ResponseWriter, r *http.Request, id *identity) error {
-	q, err := auditQuery(r.URL.Query().Get)
+	v, err := queryOf(r)
+	if err != nil {
+		return err
+	}
+	q, err := auditQuery(v)
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,10 @@ type searchData struct {
 // form's POST carries (an address in a URL lands in proxy and browser
 // logs).
 func (c *Console) search(w http.ResponseWriter, r *http.Request, id *identity) error {
-	v := r.URL.Query()
+	v, err := queryOf(r)
+	if err != nil {
+		return err
+	}
 	if r.Method == http.MethodPost {
 		v = r.PostForm
 	} else if v.Has("recipient") {
