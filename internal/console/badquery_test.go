@@ -60,3 +60,17 @@ func TestUnavailableAnswersAreLoggedWithPathAndKind(t *testing.T) {
 	require.NotContains(t, logs, "ann%40example.com")
 	require.NotContains(t, logs, "ann@example.com")
 }
+
+func TestStaticServesOnlyTheStylesheet(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.anonymous(t)
+	code, body := c.get("/static/console.css")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "{")
+	for _, p := range []string{"/static/", "/static", "/static/other.css", "/static/templates/login.html"} {
+		code, body = c.get(p)
+		require.Equal(t, http.StatusNotFound, code, p)
+		require.NotContains(t, body, "console.css", p)
+	}
+}

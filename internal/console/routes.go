@@ -1,15 +1,13 @@
 package console
 
 import (
-	"io/fs"
 	"net/http"
 )
 
 // routes registers every page and API route; Routes lists the API's.
 func (c *Console) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", staticFiles(http.FileServerFS(static))))
+	mux.Handle("GET /static/console.css", staticFile("static/console.css"))
 	mux.HandleFunc("GET /login", c.loginForm)
 	mux.HandleFunc("POST /login", c.login)
 	mux.HandleFunc("POST /logout", c.page(false, c.logout))
@@ -35,10 +33,11 @@ func (c *Console) routes() *http.ServeMux {
 	return mux
 }
 
-// staticFiles lets the stylesheet be cached (it holds nothing secret).
-func staticFiles(h http.Handler) http.Handler {
+// staticFile serves one embedded file, and lets it be cached (it holds
+// nothing secret); nothing else under /static/ is served (no listing).
+func staticFile(name string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
-		h.ServeHTTP(w, r)
+		http.ServeFileFS(w, r, staticFS, name)
 	})
 }
