@@ -191,18 +191,37 @@ type actionBody struct {
 	Address   string `json:"address,omitempty"`   // suppressions
 }
 
+// decodeBody reads an action's JSON body (one object; duplicate keys:
+// the last wins, as encoding/json does): too large 413, cut short,
+// malformed, with unknown fields or with data after the object 400.
+func decodeBody(body io.Reader) (actionBody, error) {
+	var b actionBody
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&b)
+	if err == nil {
+		if _, e := dec.Token(); !errors.Is(e, io.EOF) {
+			return b, bad("the body must hold one JSON object: there is more after it")
+		}
+	}
+	var mbe *http.MaxBytesError
+	switch {
+	case err == nil:
+		return b, nil
+	case errors.As(err, &mbe):
+		return b, errTooLarge
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return b, bad("the body is cut short: it ends inside its JSON object")
+	}
+	return b, bad(fmt.Sprintf("the body must be a JSON object like {\"reason\": \"...\", \"dry_run\": false}: %v", err))
+}
+
 // apiAct runs action with the target from the path or the body.
 func (c *Console) apiAct(action string) apiHandler {
 	return func(r *http.Request, id *identity) (any, error) {
-		var b actionBody
-		dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&b); err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				return nil, &httpError{http.StatusRequestEntityTooLarge, "invalid", "the body is too large"}
-			}
-			return nil, bad(fmt.Sprintf("the body must be a JSON object like {\"reason\": \"...\", \"dry_run\": false}: %v", err))
+		b, err := decodeBody(r.Body)
+		if err != nil {
+			return nil, err
 		}
 		v := url.Values{"key": {r.PathValue("key")}, "provider": {r.PathValue("name")}, "address": {b.Address}}
 		if b.Delivered != nil {

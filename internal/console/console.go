@@ -164,4 +164,4 @@ func New(cfg Config, deps Deps) (*Console, error) {
 }
 
 // Handler is the console's whole HTTP surface, security headers included.
-func (c *Console) Handler() http.Handler { return secure(c.mux) }
+func (c *Console) Handler() http.Handler { return secure(c.tooLarge(c.mux)) }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/operator"
@@ -117,6 +119,28 @@ func (c *Console) logAnswer(msg string, r *http.Request, he *httpError, err erro
 	case he.Status >= 500:
 		c.deps.Log.Warn(msg, "status", he.Status, "path", r.URL.Path, "kind", he.Kind, "error", err)
 	}
+}
+
+// errTooLarge is a body past Limits.MaxBodyBytes.
+var errTooLarge = &httpError{http.StatusRequestEntityTooLarge, "too_large",
+	fmt.Sprintf("the body is too large: at most %d bytes", Limits.MaxBodyBytes)}
+
+// tooLarge answers 413 at once to a request whose Content-Length is past
+// Limits.MaxBodyBytes (the API in its JSON shape), without waiting for a
+// body that is never read, and closes the connection after it.
+func (c *Console) tooLarge(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength <= Limits.MaxBodyBytes {
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Connection", "close")
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			c.apiError(w, r, errTooLarge)
+			return
+		}
+		http.Error(w, errTooLarge.Msg, errTooLarge.Status)
+	})
 }
 
 // keyPath is a dedupe key as one path segment.

@@ -42,7 +42,7 @@ type Server struct {
 func NewServer(c *Console, addr string) *Server {
 	base, end := context.WithCancel(context.Background())
 	// The security headers go on first, so that a timeout's answer has them too.
-	h := secure(http.TimeoutHandler(c.mux, requestTimeout, "the console took too long to answer: try again"))
+	h := secure(c.tooLarge(http.TimeoutHandler(c.mux, requestTimeout, "the console took too long to answer: try again")))
 	return &Server{c: c, addr: addr, srv: httpguard.Server(Limits, h, base), end: end}
 }
 
