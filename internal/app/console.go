@@ -62,7 +62,7 @@ func (w *wiring) buildConsole() ([]named, error) {
 		w.log.Warn("console.session_secret is not set: a random one is used, so session cookies are accepted by this process only (they end at a restart and other replicas refuse them)")
 	}
 	acts := &operator.Actions{Store: w.store, FromDomain: mailtype.AddressDomain(w.cfg.Mail.From),
-		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg)}
+		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg, consoleReplayLimit)}
 	c, err := console.New(cc, console.Deps{Store: w.store, Actions: acts, DLQDepth: consoleDLQDepth(w.cfg), Log: w.log.With("component", "console")})
 	if err != nil {
 		return nil, err
@@ -117,10 +117,20 @@ func inspectDLQ(ctx context.Context, bc broker.Config, m *broker.Management, que
 	return conn.InspectQueue(queue)
 }
 
+// consoleReplayRate is the console's replay rate, in messages a second
+// (as `mailsvc dlq replay`'s default); consoleReplayLimit the most one
+// console action replays: 10 s of it, well within the console's 20 s
+// request cap. A larger queue takes several actions, or the CLI.
+const (
+	consoleReplayRate  = 20
+	consoleReplayLimit = consoleReplayRate * 10
+)
+
 // consoleReplayDLQ replays the dead-letter queue as `mailsvc dlq replay`
-// does (20 messages a second, every message present at the start), and
-// returns its summary; dryRun only counts.
-func consoleReplayDLQ(cfg *config.Config) func(ctx context.Context, dryRun bool) (string, error) {
+// does, at most limit messages of those present at the start, and
+// returns its summary (with the count, also beside an error); dryRun
+// only counts what it would replay.
+func consoleReplayDLQ(cfg *config.Config, limit int) func(ctx context.Context, dryRun bool) (string, error) {
 	return func(ctx context.Context, dryRun bool) (string, error) {
 		bc := BrokerConfig(cfg, "mailsvc-console-dlq-replay")
 		bc.DialTimeout = consoleBrokerTimeout
@@ -130,21 +140,34 @@ func consoleReplayDLQ(cfg *config.Config) func(ctx context.Context, dryRun bool)
 		}
 		defer conn.Close()
 		r, err := deadletter.NewReplayer(conn, deadletter.ReplayOptions{Queue: cfg.AMQP.DeadLetterQueue,
-			Exchange: cfg.AMQP.InputExchange, Rate: 20, DryRun: dryRun, ConfirmTimeout: consoleBrokerTimeout})
+			Exchange: cfg.AMQP.InputExchange, Rate: consoleReplayRate, Limit: limit, DryRun: dryRun,
+			ConfirmTimeout: consoleBrokerTimeout})
 		if err != nil {
 			return "", err
 		}
 		defer r.Close()
 		err = r.Run(ctx)
-		res := r.Result()
-		verb := "replayed"
-		if dryRun {
-			verb = "would replay"
-		}
-		s := fmt.Sprintf("%s %d of %d dead-lettered messages to %s", verb, res.Replayed, res.Depth, cfg.AMQP.InputExchange)
-		if res.Skipped > 0 {
-			s += fmt.Sprintf("; %d skipped (no original routing key; left in %s)", res.Skipped, cfg.AMQP.DeadLetterQueue)
-		}
-		return s, err
+		return replaySummary(r.Result(), cfg.AMQP.InputExchange, cfg.AMQP.DeadLetterQueue, limit, dryRun), err
 	}
+}
+
+// replaySummary says what a console replay did (or would do) of a queue:
+// "replayed K of M", and how to go on when M is more than one action
+// replays.
+func replaySummary(res deadletter.Result, exchange, queue string, limit int, dryRun bool) string {
+	verb := "replayed"
+	if dryRun {
+		verb = "would replay"
+	}
+	s := fmt.Sprintf("%s %d of %d dead-lettered messages to %s", verb, res.Replayed, res.Depth, exchange)
+	if res.Skipped > 0 {
+		s += fmt.Sprintf("; %d skipped (no original routing key; left in %s)", res.Skipped, queue)
+	}
+	if res.Depth > limit {
+		s += fmt.Sprintf("; the console replays at most %d at a time: run it again, or use `mailsvc dlq replay` for a large queue", limit)
+	}
+	if dryRun {
+		s += " (dry run: nothing changed)"
+	}
+	return s
 }
