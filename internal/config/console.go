@@ -101,24 +101,52 @@ func (c *Config) validateConsole(bad func(string, string, ...any)) {
 	if s := k.SessionSecret; s != "" && len(s.Reveal()) < MinSessionSecret {
 		bad("console.session_secret", "must be at least %d bytes (e.g. `openssl rand -hex 32`)", MinSessionSecret)
 	}
+	if k.Addr != "" && len(k.Users) == 0 && len(k.Tokens) == 0 && k.TrustedProxyHeader == "" {
+		bad("console.addr", "is set, but nobody could sign in: configure console.users, console.tokens or console.trusted_proxy_header")
+	}
 	names := map[string]string{}
 	for i, u := range k.Users {
 		key := fmt.Sprintf("console.users[%d]", i)
 		consoleName(bad, names, key, u.Name)
 		consoleRole(bad, key+".role", u.Role)
-		if _, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
+		if cost, err := bcrypt.Cost([]byte(u.PasswordHash)); err != nil {
 			bad(key+".password_hash", "not a bcrypt hash (make one with: htpasswd -bnBC 10 \"\" PASSWORD | tr -d ':\\n')")
+		} else if cost < MinBcryptCost {
+			bad(key+".password_hash", "has bcrypt cost %d, below %d: too cheap to guess against (make one with: htpasswd -bnBC 10 \"\" PASSWORD | tr -d ':\\n')", cost, MinBcryptCost)
 		}
 	}
-	for i, t := range k.Tokens {
+	c.validateTokens(bad, names)
+	c.validateTrustedProxy(bad)
+}
+
+// MinBcryptCost is the lowest bcrypt cost of a console.users password
+// hash.
+const MinBcryptCost = 10
+
+func (c *Config) validateTokens(bad func(string, string, ...any), names map[string]string) {
+	sums := map[string]string{}
+	for i, t := range c.Console.Tokens {
 		key := fmt.Sprintf("console.tokens[%d]", i)
 		consoleName(bad, names, key, t.Name)
 		consoleRole(bad, key+".role", t.Role)
 		if b, err := hex.DecodeString(t.TokenSHA256); err != nil || len(b) != 32 {
 			bad(key+".token_sha256", "must be 64 hex characters, the SHA-256 of the token (printf %%s TOKEN | sha256sum)")
+		} else if other, ok := sums[string(b)]; ok {
+			bad(key+".token_sha256", "is also %s's: one token would sign in as either (give each its own token)", other)
+		} else {
+			sums[string(b)] = key
 		}
 	}
-	c.validateTrustedProxy(bad)
+}
+
+// CheckSessionSecretSources refuses console.session_secret and
+// console.session_secret_file both set (which one wins would be a
+// guess); Load calls it before it reads the file.
+func (k Console) CheckSessionSecretSources() error {
+	if k.SessionSecret != "" && k.SessionSecretFile != "" {
+		return fmt.Errorf("console.session_secret and console.session_secret_file are both set: set one of them")
+	}
+	return nil
 }
 
 func (c *Config) validateTrustedProxy(bad func(string, string, ...any)) {
@@ -133,9 +161,15 @@ func (c *Config) validateTrustedProxy(bad func(string, string, ...any)) {
 	if k.TrustedProxyHeader != "" && len(k.TrustedProxyAddresses) == 0 {
 		bad("console.trusted_proxy_addresses", "is required with console.trusted_proxy_header: the header is believed only from the proxy's addresses")
 	}
+	if k.TrustedProxyHeader == "" && (k.TrustedProxyRoleHeader != "" || len(k.TrustedProxyAddresses) > 0) {
+		bad("console.trusted_proxy_header", "is required with console.trusted_proxy_role_header and console.trusted_proxy_addresses (they are set, so a proxy was meant)")
+	}
 	for i, a := range k.TrustedProxyAddresses {
-		if _, err := ParseCIDR(a); err != nil {
-			bad(fmt.Sprintf("console.trusted_proxy_addresses[%d]", i), "%v", err)
+		key := fmt.Sprintf("console.trusted_proxy_addresses[%d]", i)
+		if n, err := ParseCIDR(a); err != nil {
+			bad(key, "%v", err)
+		} else if ones, _ := n.Mask.Size(); ones == 0 {
+			bad(key, "%q is every address: that trusts the header from anyone; name the proxy's addresses", a)
 		}
 	}
 }

@@ -77,3 +77,27 @@ func TestConsoleMisconfigurationNamesTheKey(t *testing.T) {
 	_, err := loadConsole(t, "console: {session_secret: tooshort-but-secret}")
 	require.NotContains(t, err.Error(), "tooshort-but-secret", "the secret is never shown")
 }
+
+func TestConsoleUnsafeConfigurationsAreRefused(t *testing.T) {
+	t.Parallel()
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(secretFile, []byte(strings.Repeat("f", 32)), 0o600))
+	// A bcrypt hash of "x" at cost 4.
+	const cheapHash = "$2a$04$0ejh4Gtvvu4/yvchN6WiYOjKWQ3IHk6m1OGxQUxG6sq7C2kEa.7OO"
+	user := "users: [{name: otto, role: operator, password_hash: \"" + goodHash + "\"}]"
+	for yamlText, want := range map[string]string{
+		"console: {session_secret: \"" + strings.Repeat("k", 32) + "\", session_secret_file: " + secretFile + "}":                                                    "console.session_secret and console.session_secret_file are both set: set one of them",
+		"console: {tokens: [{name: a, role: viewer, token_sha256: " + tokenHash + "}, {name: b, role: operator, token_sha256: " + strings.ToUpper(tokenHash) + "}]}": "console.tokens[1].token_sha256: is also console.tokens[0]'s: one token would sign in as either",
+		"console: {addr: \"127.0.0.1:8082\"}": "console.addr: is set, but nobody could sign in: configure console.users, console.tokens or console.trusted_proxy_header",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [10.0.0.1, 0.0.0.0/0]}": "console.trusted_proxy_addresses[1]: \"0.0.0.0/0\" is every address: that trusts the header from anyone",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [\"::/0\"]}":            "console.trusted_proxy_addresses[0]: \"::/0\" is every address",
+		"console: {trusted_proxy_role_header: X-Groups}":                                                        "console.trusted_proxy_header: is required with console.trusted_proxy_role_header and console.trusted_proxy_addresses",
+		"console: {trusted_proxy_addresses: [10.0.0.1]}":                                                        "console.trusted_proxy_header: is required with",
+		"console: {users: [{name: otto, role: operator, password_hash: \"" + cheapHash + "\"}]}":                "console.users[0].password_hash: has bcrypt cost 4, below 10",
+	} {
+		_, err := loadConsole(t, yamlText)
+		require.ErrorContains(t, err, want, yamlText)
+	}
+	_, err := loadConsole(t, "console: {addr: \"127.0.0.1:8082\", "+user+", trusted_proxy_header: X-User, trusted_proxy_addresses: [10.0.0.0/8]}")
+	require.NoError(t, err)
+}

@@ -166,7 +166,11 @@ func (c *Config) readSecretFiles() error {
 	read("resend.api_key_file", c.Resend.APIKeyFile, &c.Resend.APIKey)
 	read("webhooks.resend_secret_file", c.Webhooks.ResendSecretFile, &c.Webhooks.ResendSecret)
 	read("bounces.secret_file", c.Bounces.SecretFile, &c.Bounces.Secret)
-	read("console.session_secret_file", c.Console.SessionSecretFile, &c.Console.SessionSecret)
+	if err := c.Console.CheckSessionSecretSources(); err != nil {
+		errs = append(errs, err)
+	} else {
+		read("console.session_secret_file", c.Console.SessionSecretFile, &c.Console.SessionSecret)
+	}
 	return errors.Join(errs...)
 }
 
