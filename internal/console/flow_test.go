@@ -70,7 +70,7 @@ func TestMailPageShowsTheVerdictTimelineAndSandboxedPreview(t *testing.T) {
 	require.Contains(t, body, "accepted by the provider at ")
 	require.Regexp(t, regexp.MustCompile(`<li class="t-received">`), body)
 	require.Contains(t, body, `<iframe class="preview" id="preview" sandbox src="/mails/order-confirmed:42/preview"`)
-	require.Contains(t, body, "Ann &#34;Annie&#34; O&#39;Neil", "the customer's name with quotes is text")
+	require.Contains(t, body, `<dt>To</dt><dd>&#34;Ann \&#34;Annie\&#34; O&#39;Neil&#34; &lt;ann@example.com&gt;</dd>`, "the customer's name with quotes is text, quoted as in the header")
 	require.Contains(t, body, "Order 42: &lt;script&gt;alert(1)&lt;/script&gt;", "the text part is text")
 	require.NotContains(t, body, script)
 	require.Contains(t, body, `<input type="hidden" name="recipient" value="ann@example.com">`)

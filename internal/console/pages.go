@@ -8,7 +8,10 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/mail"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/operator"
 )
@@ -35,6 +38,8 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"keypath": keyPath,
+	"address": displayAddress,
+	"header":  displayHeader,
 	// lag rounds a delivery lag for reading: whole milliseconds under a
 	// second, tenths of a second above.
 	"lag": func(d time.Duration) string {
@@ -43,6 +48,33 @@ var funcs = template.FuncMap{
 		}
 		return d.Round(100 * time.Millisecond).String()
 	},
+}
+
+// displayAddress is an address with its display name as the mail's
+// header carries it (RFC 5322: a name with specials quoted), so that a
+// name like `x <evil@attacker.com>` cannot read as a second recipient.
+// An ASCII name is as net/mail writes it; a name with other characters
+// is shown as a quoted UTF-8 string (RFC 6532) rather than its RFC 2047
+// encoding, which no person reads.
+func displayAddress(name, address string) string {
+	a := &mail.Address{Name: name, Address: address}
+	for _, r := range name {
+		if r >= utf8.RuneSelf {
+			q := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name)
+			return `"` + q + `" <` + address + ">"
+		}
+	}
+	return a.String()
+}
+
+// displayHeader is a stored From or Reply-To header (name <address>)
+// shown as displayAddress shows it; one that does not parse as it is.
+func displayHeader(h string) string {
+	a, err := mail.ParseAddress(h)
+	if err != nil {
+		return h
+	}
+	return displayAddress(a.Name, a.Address)
 }
 
 func loadPages() (*pages, error) {

@@ -75,3 +75,16 @@ func TestTheConsoleServesNoProbeMetricsOrWebhook(t *testing.T) {
 	code, _ := v.post("/webhooks/resend", nil)
 	require.Equal(t, http.StatusNotFound, code)
 }
+
+func TestTheMailAsSentQuotesDisplayNamesAsTheHeaderDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.insertSent(t, storetest.Mail{OrderID: "q1", ToEmail: "ann@example.com", ToName: "x <evil@attacker.com>",
+		From: `"Shop, Inc." <orders@shop.example>`, ReplyTo: "Cửa hàng <help@shop.example>"})
+	v := b.login(t, viewerName, viewerPassword)
+	code, body := v.get("/mails/" + key)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `<dt>To</dt><dd>&#34;x &lt;evil@attacker.com&gt;&#34; &lt;ann@example.com&gt;</dd>`)
+	require.Contains(t, body, `<dt>From</dt><dd>&#34;Shop, Inc.&#34; &lt;orders@shop.example&gt;</dd>`)
+	require.Contains(t, body, `<dt>Reply-To</dt><dd>&#34;Cửa hàng&#34; &lt;help@shop.example&gt;</dd>`)
+}
