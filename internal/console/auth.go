@@ -175,12 +175,14 @@ func (c *Console) checkPassword(name, password string) (Credential, bool) {
 	return Credential{}, false
 }
 
-// limiter bounds login attempts per client address.
+// limiter bounds login attempts per key (a client address, a user
+// name), and the log lines of its refusals.
 type limiter struct {
 	perMinute int
 	now       func() time.Time
 	mu        sync.Mutex
 	by        map[string]*rate.Limiter
+	logged    map[string]time.Time // key → when its refusal was last logged
 }
 
 // maxTracked bounds the addresses the limiter remembers; past it, it
@@ -188,7 +190,23 @@ type limiter struct {
 const maxTracked = 10000
 
 func newLimiter(perMinute int, now func() time.Time) *limiter {
-	return &limiter{perMinute: perMinute, now: now, by: map[string]*rate.Limiter{}}
+	return &limiter{perMinute: perMinute, now: now, by: map[string]*rate.Limiter{}, logged: map[string]time.Time{}}
+}
+
+// shouldLog reports whether a refusal of key is to be logged: at most
+// once a minute per key.
+func (l *limiter) shouldLog(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if at, ok := l.logged[key]; ok && now.Sub(at) < time.Minute {
+		return false
+	}
+	if len(l.logged) >= maxTracked {
+		l.logged = map[string]time.Time{}
+	}
+	l.logged[key] = now
+	return true
 }
 
 // allow takes one attempt for addr; false when its allowance is spent.

@@ -246,3 +246,45 @@ func TestATrustedHeaderCountsOnlyFromTheProxy(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "pat · operator")
 }
+
+func TestLoginAttemptsAreLimitedPerForwardedClientAndPerName(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *console.Config) {
+		c.LoginRate = 2
+		n := &net.IPNet{IP: net.IPv4(127, 0, 0, 1).To4(), Mask: net.CIDRMask(32, 32)}
+		c.Proxy = console.TrustedProxy{Header: "X-Forwarded-User", DefaultRole: console.Viewer, Addresses: []*net.IPNet{n}}
+	})
+	from := func(addr, name, password string) (int, string) {
+		c := b.anonymous(t)
+		c.header.Set("X-Forwarded-For", "203.0.113.9, "+addr)
+		_, body := c.get("/login")
+		return c.post("/login", url.Values{"csrf": {csrfField.FindStringSubmatch(body)[1]}, "name": {name}, "password": {password}})
+	}
+	// One attacker behind the proxy, trying many names: refused by address.
+	for i, name := range []string{"a", "b"} {
+		code, _ := from("198.51.100.1", name, "x")
+		require.Equal(t, http.StatusUnauthorized, code, i)
+	}
+	for range 3 {
+		code, body := from("198.51.100.1", "c", "x")
+		require.Equal(t, http.StatusTooManyRequests, code)
+		require.Contains(t, body, "too many login attempts from your address")
+	}
+	// Everyone else behind the same proxy still logs in.
+	code, _ := from("198.51.100.2", operatorName, operatorPassword)
+	require.Equal(t, http.StatusSeeOther, code)
+	// One name tried from many addresses: refused by name.
+	code, _ = from("198.51.100.3", viewerName, "x")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, _ = from("198.51.100.4", viewerName, "x")
+	require.Equal(t, http.StatusUnauthorized, code)
+	code, body := from("198.51.100.5", viewerName, viewerPassword)
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.Contains(t, body, "too many login attempts for this name")
+	logs := b.logs.String()
+	require.Equal(t, 1, strings.Count(logs, "key=client:198.51.100.1"), logs)
+	require.Equal(t, 1, strings.Count(logs, "key=user:vera"), logs)
+	b.clock.Add(time.Minute)
+	code, _ = from("198.51.100.1", "c", "x")
+	require.Equal(t, http.StatusUnauthorized, code, "a minute later the address may try again")
+}
