@@ -63,7 +63,12 @@ func (w *wiring) buildConsole() ([]named, error) {
 	}
 	acts := &operator.Actions{Store: w.store, FromDomain: mailtype.AddressDomain(w.cfg.Mail.From),
 		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg, consoleReplayLimit)}
-	c, err := console.New(cc, console.Deps{Store: w.store, Actions: acts, DLQDepth: consoleDLQDepth(w.cfg), Log: w.log.With("component", "console")})
+	providers := []string{w.cfg.Sender.Provider}
+	if f := w.cfg.Sender.FallbackProvider; f != "" {
+		providers = append(providers, f)
+	}
+	c, err := console.New(cc, console.Deps{Store: w.store, Actions: acts, DLQDepth: consoleDLQDepth(w.cfg),
+		Providers: providers, Log: w.log.With("component", "console")})
 	if err != nil {
 		return nil, err
 	}

@@ -121,15 +121,11 @@ func (c *Console) apiMail(r *http.Request, _ *identity) (any, error) {
 }
 
 func (c *Console) apiContent(r *http.Request, _ *identity) (any, error) {
-	key, err := pathKey(r.PathValue("key"))
-	if err != nil {
-		return nil, err
-	}
-	return c.deps.Store.MailContentByKey(r.Context(), key)
+	return c.content(r.Context(), r.PathValue("key"))
 }
 
 func (c *Console) apiOrder(r *http.Request, _ *identity) (any, error) {
-	id, err := field(url.Values{"order_id": {r.PathValue("id")}}, "order_id")
+	id, err := pathOrder(r.PathValue("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +232,27 @@ func (c *Console) apiAct(action string) apiHandler {
 		if in.Reason, err = reasonOf(b.Reason); err != nil {
 			return nil, err
 		}
-		return c.run(r.Context(), operator.Actor{Name: id.Name, Via: "api"}, in, b.DryRun)
+		res, err := c.run(r.Context(), operator.Actor{Name: id.Name, Via: "api"}, in, b.DryRun)
+		if err != nil {
+			return nil, err
+		}
+		return resultJSON(res)
 	}
+}
+
+// resultJSON is an action's result as the API answers it: without an
+// audit entry when none was written (a dry run), rather than one of id 0.
+func resultJSON(res operator.Result) (map[string]any, error) {
+	j, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(j, &out); err != nil {
+		return nil, err
+	}
+	if a, ok := out["audit"].(map[string]any); !ok || a["id"] == nil || a["id"] == float64(0) {
+		delete(out, "audit")
+	}
+	return out, nil
 }

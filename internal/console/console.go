@@ -106,6 +106,9 @@ type Deps struct {
 	// DLQDepth returns the dead-letter queue's depth; ok false when
 	// unknown.
 	DLQDepth func(ctx context.Context) (depth int, ok bool)
+	// Providers are the configured providers, in order: the overview
+	// lists only theirs (nil: every provider with a state).
+	Providers []string
 	// Sessions keeps the logins; nil means Store, when it implements
 	// SessionStore (*store.Store does).
 	Sessions SessionStore

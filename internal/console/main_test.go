@@ -76,6 +76,8 @@ type bundle struct {
 	viewerToken, operatorToken string
 	actions                    *operator.Actions
 	cfg                        console.Config
+	// providers are the configured providers of the next start (nil: all).
+	providers []string
 	// logs are what the consoles logged.
 	logs logBuffer
 }
@@ -130,7 +132,7 @@ func setup(t *testing.T, opts ...option) *bundle {
 // with b's config, another replica of it.
 func (b *bundle) start(t *testing.T, cfg console.Config) string {
 	t.Helper()
-	c, err := console.New(cfg, console.Deps{Store: b.sc.Store, Actions: b.actions, Now: b.clock.Now,
+	c, err := console.New(cfg, console.Deps{Store: b.sc.Store, Actions: b.actions, Now: b.clock.Now, Providers: b.providers,
 		Log: slog.New(slog.NewTextHandler(&b.logs, nil))})
 	require.NoError(t, err)
 	srv := console.NewServer(c, cfg.Addr)

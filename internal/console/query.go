@@ -189,6 +189,15 @@ func pathKey(s string) (string, error) {
 	return k, nil
 }
 
+// pathOrder is an order id taken from a URL path: trimmed, not empty.
+func pathOrder(s string) (string, error) {
+	id, err := field(url.Values{"order_id": {s}}, "order_id")
+	if err == nil && id == "" {
+		err = bad("order id: empty (only spaces): give the order's id")
+	}
+	return id, err
+}
+
 // reasonOf is an action's required reason.
 func reasonOf(s string) (string, error) {
 	s = strings.TrimSpace(s)

@@ -1,7 +1,9 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 )
 
 // routes registers every page and API route; Routes lists the API's.
@@ -28,9 +30,28 @@ func (c *Console) routes() *http.ServeMux {
 		mux.HandleFunc(rt.Method+" "+rt.Path, rt.handler)
 	}
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowed(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			c.apiError(w, r, &httpError{http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))})
+			return
+		}
 		c.apiError(w, r, &httpError{http.StatusNotFound, "not_found", "no such API route: " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// allowed lists the methods of the API routes that match r's path.
+func allowed(mux *http.ServeMux, r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "/api/" && pattern != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // staticFile serves one embedded file, and lets it be cached (it holds

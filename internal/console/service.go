@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
@@ -13,15 +15,67 @@ import (
 
 // overviewData is the service page's and GET /api/v1/overview's.
 type overviewData struct {
-	Overview       *store.Overview       `json:"overview"`
-	Error          string                `json:"overview_error,omitempty"`
-	Providers      []store.ProviderState `json:"providers"`
-	ProvidersError string                `json:"providers_error,omitempty"`
+	// Overview is without its Providers (Providers lists them).
+	Overview       *overviewFigures `json:"overview"`
+	Error          string           `json:"overview_error,omitempty"`
+	Providers      []providerView   `json:"providers"`
+	ProvidersError string           `json:"providers_error,omitempty"`
 	// DLQDepth is nil when unknown (no broker information here).
 	DLQDepth *int              `json:"dead_letter_depth"`
 	DLQ      string            `json:"-"`
 	DLQKnown bool              `json:"-"`
 	Statuses []mailtype.Status `json:"-"`
+}
+
+// overviewFigures is store.Overview without its providers: the nil
+// field, omitted, hides the embedded one's "providers".
+type overviewFigures struct {
+	store.Overview
+	Providers *struct{} `json:"providers,omitempty"`
+}
+
+// providerView is one provider's state as the API shows it: snake_case
+// names, a time not set null.
+type providerView struct {
+	Provider    string     `json:"provider"`
+	Paused      bool       `json:"paused"`
+	Reason      string     `json:"reason"`
+	PausedAt    *time.Time `json:"paused_at"`
+	PausedUntil *time.Time `json:"paused_until"`
+	ResumedAt   *time.Time `json:"resumed_at"`
+	Error       string     `json:"error"`
+	Failures    int        `json:"failures"`
+	ProbeBy     string     `json:"probe_by"`
+}
+
+// timeOrNil is nil for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// providerViews keeps the configured providers' states (all when
+// configured is nil), each listed once, in configured order.
+func providerViews(states []store.ProviderState, configured []string) []providerView {
+	out := []providerView{}
+	seen := map[string]bool{}
+	for _, p := range states {
+		if seen[p.Provider] || (configured != nil && !slices.Contains(configured, p.Provider)) {
+			continue
+		}
+		seen[p.Provider] = true
+		out = append(out, providerView{Provider: p.Provider, Paused: p.Paused(), Reason: string(p.Reason),
+			PausedAt: timeOrNil(p.PausedAt), PausedUntil: timeOrNil(p.PausedUntil), ResumedAt: timeOrNil(p.ResumedAt),
+			Error: p.Error, Failures: p.Failures, ProbeBy: p.ProbeBy})
+	}
+	if configured != nil {
+		slices.SortStableFunc(out, func(a, b providerView) int {
+			return slices.Index(configured, a.Provider) - slices.Index(configured, b.Provider)
+		})
+	}
+	return out
 }
 
 // overviewOf reads the figures; a part that fails is reported in its
@@ -31,12 +85,12 @@ func (c *Console) overviewOf(ctx context.Context) overviewData {
 	if o, err := c.deps.Store.Overview(ctx); err != nil {
 		d.Error = c.partError(err)
 	} else {
-		d.Overview = &o
+		d.Overview = &overviewFigures{Overview: o}
 	}
 	if p, err := c.deps.Store.ProviderStates(ctx); err != nil {
 		d.ProvidersError = c.partError(err)
 	} else {
-		d.Providers = p
+		d.Providers = providerViews(p, c.deps.Providers)
 	}
 	if c.deps.DLQDepth != nil {
 		if n, ok := c.deps.DLQDepth(ctx); ok {

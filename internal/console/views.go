@@ -96,7 +96,9 @@ func (c *Console) mailView(ctx context.Context, raw string) (mailData, error) {
 	if d.Timeline, err = c.deps.Store.MailTimeline(ctx, key); err != nil {
 		d.TimelineError = c.partError(err)
 	}
-	if content, err := c.deps.Store.MailContentByKey(ctx, key); err != nil {
+	if m.EventID == "" {
+		d.ContentError = errTombstone.Msg
+	} else if content, err := c.deps.Store.MailContentByKey(ctx, key); err != nil {
 		d.ContentError = c.partError(err)
 	} else {
 		d.Content = &content
@@ -116,11 +118,7 @@ func (c *Console) mail(w http.ResponseWriter, r *http.Request, id *identity) err
 // preview serves the stored HTML part under previewCSP, to be shown only
 // in the mail page's sandboxed frame.
 func (c *Console) preview(w http.ResponseWriter, r *http.Request, _ *identity) error {
-	key, err := pathKey(r.PathValue("key"))
-	if err != nil {
-		return err
-	}
-	content, err := c.deps.Store.MailContentByKey(r.Context(), key)
+	content, err := c.content(r.Context(), r.PathValue("key"))
 	if err != nil {
 		return err
 	}
@@ -132,6 +130,27 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request, _ *identity) e
 	return nil
 }
 
+// errTombstone is the content of a mail that never had any.
+var errTombstone = &httpError{http.StatusNotFound, "not_found",
+	"this mail has no content: a tombstone (the order was cancelled before its confirmation arrived)"}
+
+// content reads the stored mail of the raw key: a tombstone has none
+// (404).
+func (c *Console) content(ctx context.Context, raw string) (store.MailContent, error) {
+	key, err := pathKey(raw)
+	if err != nil {
+		return store.MailContent{}, err
+	}
+	m, err := c.deps.Store.MailByKey(ctx, key)
+	if err != nil {
+		return store.MailContent{}, err
+	}
+	if m.EventID == "" {
+		return store.MailContent{}, errTombstone
+	}
+	return c.deps.Store.MailContentByKey(ctx, key)
+}
+
 // orderMail is one row of the order page.
 type orderMail struct {
 	Mail    store.MailView
@@ -139,7 +158,7 @@ type orderMail struct {
 }
 
 func (c *Console) order(w http.ResponseWriter, r *http.Request, id *identity) error {
-	orderID, err := field(url.Values{"order_id": {r.PathValue("id")}}, "order_id")
+	orderID, err := pathOrder(r.PathValue("id"))
 	if err != nil {
 		return err
 	}
