@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +74,14 @@ func TestStaticServesOnlyTheStylesheet(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, code, p)
 		require.NotContains(t, body, "console.css", p)
 	}
+}
+
+func TestAMalformedFormIs400(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.login(t, viewerName, viewerPassword)
+	resp, body := c.request(http.MethodPost, "/search", strings.NewReader("csrf="+url.QueryEscape(c.csrf)+"&order_id=%zz"),
+		"application/x-www-form-urlencoded")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	require.Contains(t, body, "the form is malformed (invalid URL escape &#34;%zz&#34;)")
 }

@@ -174,7 +174,10 @@ func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
 			return
 		}
 		if r.Method == http.MethodPost {
-			_ = r.ParseForm() // a body past the limit leaves the form empty: the CSRF check refuses it
+			if err := r.ParseForm(); err != nil {
+				c.pageError(w, r, &id, formError(err))
+				return
+			}
 		}
 		if err := c.checkPost(r, &id, "csrf", r.PostFormValue); err != nil {
 			c.pageError(w, r, &id, err)
@@ -188,6 +191,16 @@ func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
 			c.pageError(w, r, &id, err)
 		}
 	}
+}
+
+// formError is the answer to a form that cannot be read: too large 413,
+// malformed 400 (never its fields silently dropped).
+func formError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return errTooLarge
+	}
+	return bad("the form is malformed (" + err.Error() + "): send it from the console's page")
 }
 
 // checkPost refuses a POST or DELETE of a session or proxy user whose
