@@ -62,7 +62,7 @@ func (w *wiring) buildConsole() ([]named, error) {
 		w.log.Warn("console.session_secret is not set: a random one is used, so session cookies are accepted by this process only (they end at a restart and other replicas refuse them)")
 	}
 	acts := &operator.Actions{Store: w.store, FromDomain: mailtype.AddressDomain(w.cfg.Mail.From),
-		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg, consoleReplayLimit)}
+		Namespace: w.namespace, ReplayDLQ: consoleReplayDLQ(w.cfg, consoleReplayLimit), Notices: w.templates.ResendNotice}
 	providers := []string{w.cfg.Sender.Provider}
 	if f := w.cfg.Sender.FallbackProvider; f != "" {
 		providers = append(providers, f)

@@ -33,6 +33,7 @@ var actionTitles = map[string]string{
 type actionInput struct {
 	Action    string
 	Key       string // resend, reconcile
+	Notice    bool   // resend: the copy starts with the resend notice
 	Delivered bool   // reconcile
 	Outcome   string // reconcile: "delivered" or "not-delivered"
 	Provider  string // resume
@@ -53,6 +54,9 @@ func parseAction(action string, v url.Values) (actionInput, error) {
 		var k string
 		if k, err = field(v, "key"); err == nil {
 			in.Key, err = pathKey(k)
+		}
+		if err == nil && action == actResend {
+			in.Notice, err = flag(v, "notice")
 		}
 		if err == nil && action == actReconcile {
 			in.Outcome, _ = field(v, "outcome")
@@ -79,15 +83,33 @@ func parseAction(action string, v url.Values) (actionInput, error) {
 	return in, err
 }
 
+// flag reads a yes-or-no field: "", "0" or "false" is no, "1", "true"
+// or "on" (a checkbox) is yes.
+func flag(v url.Values, name string) (bool, error) {
+	s, err := field(v, name)
+	switch {
+	case err != nil:
+		return false, err
+	case s == "" || s == "0" || s == "false":
+		return false, nil
+	case s == "1" || s == "true" || s == "on":
+		return true, nil
+	}
+	return false, bad(fmt.Sprintf("%s: 1 or 0, got %q", name, s))
+}
+
 // what binds a confirmation nonce to this action on this target.
 func (in actionInput) what() string {
-	return strings.Join([]string{in.Action, in.Key, in.Outcome, in.Provider, in.Address}, "\x00")
+	return strings.Join([]string{in.Action, in.Key, in.Outcome, in.Provider, in.Address, fmt.Sprint(in.Notice)}, "\x00")
 }
 
 // Target is the action's object as a person reads it.
 func (in actionInput) Target() string {
 	switch in.Action {
 	case actResend:
+		if in.Notice {
+			return "the mail " + in.Key + ", the copy starting with the resend notice (\"if you already received this e-mail, please ignore it\")"
+		}
 		return "the mail " + in.Key
 	case actReconcile:
 		return "the mail " + in.Key + " as " + strings.ReplaceAll(in.Outcome, "-", " ")
@@ -105,7 +127,11 @@ func (in actionInput) Title() string { return actionTitles[in.Action] }
 // Hidden are the target's form fields, to carry into the next step.
 func (in actionInput) Hidden() map[string]string {
 	out := map[string]string{}
-	for k, v := range map[string]string{"key": in.Key, "outcome": in.Outcome, "provider": in.Provider, "address": in.Address} {
+	notice := ""
+	if in.Notice {
+		notice = "1"
+	}
+	for k, v := range map[string]string{"key": in.Key, "outcome": in.Outcome, "provider": in.Provider, "address": in.Address, "notice": notice} {
 		if v != "" {
 			out[k] = v
 		}
@@ -118,7 +144,7 @@ func (c *Console) run(ctx context.Context, who operator.Actor, in actionInput, d
 	a := c.deps.Actions
 	switch in.Action {
 	case actResend:
-		return a.Resend(ctx, who, in.Key, in.Reason, dryRun)
+		return a.ResendWith(ctx, who, in.Key, in.Reason, dryRun, operator.ResendOptions{Notice: in.Notice})
 	case actReconcile:
 		return a.Reconcile(ctx, who, in.Key, in.Delivered, in.Reason, dryRun)
 	case actResume:

@@ -185,6 +185,7 @@ type actionBody struct {
 	DryRun    bool   `json:"dry_run"`
 	Delivered *bool  `json:"delivered,omitempty"` // reconcile
 	Address   string `json:"address,omitempty"`   // suppressions
+	Notice    bool   `json:"notice,omitempty"`    // resend: start the copy with the resend notice
 }
 
 // decodeBody reads an action's JSON body (one object; duplicate keys:
@@ -220,6 +221,9 @@ func (c *Console) apiAct(action string) apiHandler {
 			return nil, err
 		}
 		v := url.Values{"key": {r.PathValue("key")}, "provider": {r.PathValue("name")}, "address": {b.Address}}
+		if b.Notice {
+			v.Set("notice", "1")
+		}
 		if b.Delivered != nil {
 			v.Set("outcome", map[bool]string{true: "delivered", false: "not-delivered"}[*b.Delivered])
 		} else if action == actReconcile {

@@ -45,7 +45,7 @@ type Reader interface {
 // Actions are the operator actions; *operator.Actions implements them.
 // dryRun decides and refuses as the action would, and changes nothing.
 type Actions interface {
-	Resend(ctx context.Context, who operator.Actor, key, reason string, dryRun bool) (operator.Result, error)
+	ResendWith(ctx context.Context, who operator.Actor, key, reason string, dryRun bool, o operator.ResendOptions) (operator.Result, error)
 	Reconcile(ctx context.Context, who operator.Actor, key string, delivered bool, reason string, dryRun bool) (operator.Result, error)
 	ResumeProvider(ctx context.Context, who operator.Actor, provider, reason string, dryRun bool) (operator.Result, error)
 	Suppress(ctx context.Context, who operator.Actor, address, reason string, dryRun bool) (operator.Result, error)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +17,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/console"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 // audit lists the audit log.
@@ -156,6 +158,37 @@ func TestTheAPIResendsDryAndForReal(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Equal(t, "automation", entries[0].Actor)
 	require.Equal(t, "api", entries[0].Via)
+}
+
+// A resend with the notice: the confirmation names it, the copy starts
+// with the notice in the mail's language (vi), the original is unchanged;
+// the API takes it as "notice": true.
+func TestAResendCanCarryTheResendNotice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	key := b.insertSent(t, storeMail("44"))
+	notice := func(k string) string {
+		return b.sc.QueryMap(t, `SELECT dedupe_key, left(body_text, 200) FROM mail WHERE dedupe_key = $1`, k)[k]
+	}
+	before := notice(key)
+	o := b.login(t, operatorName, operatorPassword)
+	code, body := o.get("/actions/resend?key=" + key + "&notice=1")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "the copy starting with the resend notice")
+	require.Contains(t, body, `name="notice" value="1"`)
+	code, body = o.get("/actions/resend?key=" + key + "&notice=maybe")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, `notice: 1 or 0, got &#34;maybe&#34;`)
+
+	code, out := b.api(t, b.operatorToken, "POST", "/api/v1/mails/"+key+"/resend", map[string]any{"reason": "ticket 9", "notice": true})
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, key+":resend:1", out["new_key"])
+	reg, err := templates.New(templates.Options{})
+	require.NoError(t, err)
+	line, err := reg.ResendNotice("order_confirmed", "vi")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(notice(key+":resend:1"), line), "the copy starts with the notice: %q", notice(key+":resend:1"))
+	require.Equal(t, before, notice(key), "the original is unchanged")
 }
 
 func TestACancelledOrdersResendIsRefusedAsTheCLIRefusesIt(t *testing.T) {

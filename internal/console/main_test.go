@@ -24,6 +24,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/operator"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
+	"github.com/mailsvc/mailsvc/internal/templates"
 )
 
 func TestMain(m *testing.M) {
@@ -122,7 +123,9 @@ func setup(t *testing.T, opts ...option) *bundle {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	b.actions = &operator.Actions{Store: sc.Store, FromDomain: "shop.example"}
+	reg, err := templates.New(templates.Options{})
+	require.NoError(t, err)
+	b.actions = &operator.Actions{Store: sc.Store, FromDomain: "shop.example", Notices: reg.ResendNotice}
 	b.cfg = cfg
 	b.base = b.start(t, cfg)
 	return b

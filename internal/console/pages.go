@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/operator"
+	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 //go:embed templates/*.html
@@ -38,6 +39,7 @@ var funcs = template.FuncMap{
 		return ""
 	},
 	"keypath": keyPath,
+	"result":  store.AuditResultText,
 	"address": displayAddress,
 	"header":  displayHeader,
 	// lag rounds a delivery lag for reading: whole milliseconds under a
