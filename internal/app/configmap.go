@@ -70,9 +70,6 @@ func senderConfig(c *config.Config) sender.Config {
 	if s.SlowSendThreshold == 0 {
 		cfg.SlowSendThreshold = sender.NoSlowSendGuard
 	}
-	if s.SlowSendConcurrency == 0 {
-		cfg.SlowSendConcurrency = sender.DefaultSlowSendConcurrency(s.Workers)
-	}
 	if s.AmbiguousRetries == 0 {
 		cfg.AmbiguousRetries = sender.NoAmbiguousRetries
 	}

@@ -202,6 +202,6 @@ func TestSenderConfigMapsTheLatencyGuard(t *testing.T) {
 	sc := senderConfig(c).WithDefaults()
 	require.Equal(t, sender.NoSlowSendGuard, int(sc.SlowSendThreshold))
 	require.Equal(t, 50, sc.SlowSendWindow)
-	require.Equal(t, 3, sc.SlowSendConcurrency)
+	require.Equal(t, 0, sc.SlowSendConcurrency, "by the providers: a quarter of the workers with a fallback, no limit without one")
 	require.NoError(t, sc.Validate())
 }

@@ -82,7 +82,7 @@ func TestDLQInspectSkipAndFilteredReplay(t *testing.T) {
 	require.Equal(t, 0, queueDepth(t, o.names.DeadLetterQueue))
 
 	require.Equal(t, map[string]string{
-		"dlq-skip bad-1": `done removed for good dead letter ` + listed[0].ID + ` (message_id=bad-1 routing_key=order.confirmed reason=malformed_json); its body, 18 bytes: "{\"event_id\": bad-1"`,
+		"dlq-skip bad-1":           `done removed for good dead letter ` + listed[0].ID + ` (message_id=bad-1 routing_key=order.confirmed reason=malformed_json); its body, 18 bytes: "{\"event_id\": bad-1"`,
 		"dlq-skip " + listed[1].ID: `done removed for good dead letter ` + listed[1].ID + ` (message_id=bad-2 routing_key=order.confirmed reason=malformed_json); its body, 18 bytes: "{\"event_id\": bad-2"`,
 		"dlq-replay":               "done replayed 1 of 2 dead-lettered messages to " + o.names.InputExchange + "; 1 not matching the filter (left in " + o.names.DeadLetterQueue + ", in order)",
 	}, o.sc.QueryMap(t, `SELECT action || coalesce(' ' || substring(target from 'dead letter (\S+)'), ''), result || ' ' || detail FROM audit_log WHERE result = 'done'`))

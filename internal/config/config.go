@@ -179,7 +179,8 @@ type Sender struct {
 	// taken over.
 	SlowSendWindow int `mapstructure:"slow_send_window" yaml:"slow_send_window"`
 	// SlowSendConcurrency is the most sends at once to a slow provider; 0
-	// means a quarter of sender.workers, at least 1.
+	// means a quarter of sender.workers (at least 1) with a fallback
+	// provider, and no limit without one.
 	SlowSendConcurrency int `mapstructure:"slow_send_concurrency" yaml:"slow_send_concurrency"`
 }
 

@@ -405,6 +405,6 @@ func (c *Config) validateLatencyGuard(bad func(string, string, ...any)) {
 		bad("sender.slow_send_window", "must be between 1 and 1000 sends, got %d", s.SlowSendWindow)
 	}
 	if s.SlowSendConcurrency < 0 {
-		bad("sender.slow_send_concurrency", "must be >= 0 (0 means a quarter of sender.workers), got %d", s.SlowSendConcurrency)
+		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of sender.workers with a fallback provider, no limit without one), got %d", s.SlowSendConcurrency)
 	}
 }

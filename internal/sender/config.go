@@ -75,8 +75,9 @@ type Config struct {
 	// from min(5, SlowSendWindow) sends on.
 	SlowSendWindow int
 	// SlowSendConcurrency is the most sends at once to a slow provider
-	// (sender.slow_send_concurrency; default, and 0 means,
-	// max(1, Workers/4)). Workers turns the limit off.
+	// (sender.slow_send_concurrency). 0, the default, means
+	// max(1, Workers/4) with a fallback provider and Workers (no limit:
+	// the guard only reports) without one; see slowLimit.
 	SlowSendConcurrency int
 	// SuppressCodes are the enhanced status codes (RFC 3463, "5.1.1") of a
 	// permanent refusal that puts the recipient on the suppression list
@@ -121,8 +122,9 @@ const NoAmbiguousRetries = -1
 // (sender.slow_send_threshold: 0), since 0 means the default.
 const NoSlowSendGuard = -1
 
-// DefaultSlowSendConcurrency is Config.SlowSendConcurrency's default for
-// workers send workers: a quarter of them, at least 1.
+// DefaultSlowSendConcurrency is the limit of a slow provider's sends at
+// once for workers send workers when a fallback provider is configured and
+// Config.SlowSendConcurrency is 0: a quarter of them, at least 1.
 func DefaultSlowSendConcurrency(workers int) int { return max(1, workers/4) }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -155,9 +157,6 @@ func (c Config) WithDefaults() Config {
 	def(&c.SlowSendThreshold, 5*time.Second)
 	if c.SlowSendWindow == 0 {
 		c.SlowSendWindow = 20
-	}
-	if c.SlowSendConcurrency == 0 {
-		c.SlowSendConcurrency = DefaultSlowSendConcurrency(c.Workers)
 	}
 	def(&c.Lease, 2*time.Minute)
 	def(&c.SendTimeout, 30*time.Second)
@@ -215,8 +214,8 @@ func (c Config) Validate() error {
 	if c.SlowSendWindow < 1 {
 		bad("sender.slow_send_window", "must be positive, got %d", c.SlowSendWindow)
 	}
-	if c.SlowSendConcurrency < 1 {
-		bad("sender.slow_send_concurrency", "must be positive, got %d", c.SlowSendConcurrency)
+	if c.SlowSendConcurrency < 0 {
+		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of the workers with a fallback provider, no limit without one), got %d", c.SlowSendConcurrency)
 	}
 	if c.From == "" {
 		bad("mail.from", "is required")

@@ -73,8 +73,10 @@ func TestLatencyGuardOff(t *testing.T) {
 	}
 	p90, _, _ := l.record(time.Minute)
 	require.Equal(t, time.Minute, p90, "the p90 is still measured for the dashboard")
-	require.Equal(t, 2, Config{Workers: 8}.WithDefaults().SlowSendConcurrency, "default: a quarter of the workers")
-	require.Equal(t, 1, Config{Workers: 2}.WithDefaults().SlowSendConcurrency, "at least one")
+	require.Equal(t, 2, slowLimit(Config{Workers: 8}, true), "default with a fallback: a quarter of the workers")
+	require.Equal(t, 1, slowLimit(Config{Workers: 2}, true), "at least one")
+	require.Equal(t, 8, slowLimit(Config{Workers: 8}, false), "default without a fallback: no limit, the guard only reports")
+	require.Equal(t, 3, slowLimit(Config{Workers: 8, SlowSendConcurrency: 3}, false), "a limit set is a limit kept")
 }
 
 // TestLatencyGuardMeasuresSendsThatReachedTheProvider: a refused session
@@ -96,5 +98,5 @@ func TestSlowSendConfigNamesTheKey(t *testing.T) {
 	err := cfg.Validate()
 	require.ErrorContains(t, err, "sender.slow_send_threshold: must be >= 0 (0 means no latency guard), got -2s")
 	require.ErrorContains(t, err, "sender.slow_send_window: must be positive, got -1")
-	require.ErrorContains(t, err, "sender.slow_send_concurrency: must be positive, got -3")
+	require.ErrorContains(t, err, "sender.slow_send_concurrency: must be >= 0 (0: a quarter of the workers with a fallback provider, no limit without one), got -3")
 }

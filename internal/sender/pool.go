@@ -147,7 +147,26 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 		}
 		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, base))
 	}
+	for _, g := range p.gates {
+		g.lat.limit = slowLimit(cfg, deps.Fallback != nil)
+	}
 	return p, nil
+}
+
+// slowLimit is the most sends at once to a slow provider: the configured
+// Config.SlowSendConcurrency, else, with a fallback provider, a quarter of
+// the workers (DefaultSlowSendConcurrency), so that the fallback and the
+// mails bound to it keep moving; without one, every worker: a lone
+// provider gains nothing from fewer sessions but a slower drain, so the
+// guard then only reports (docs/design.md, "The latency guard").
+func slowLimit(cfg Config, fallback bool) int {
+	switch {
+	case cfg.SlowSendConcurrency > 0:
+		return cfg.SlowSendConcurrency
+	case fallback:
+		return DefaultSlowSendConcurrency(cfg.Workers)
+	}
+	return cfg.Workers
 }
 
 // Start runs the dispatcher, the workers, the recorder and the heartbeat in
