@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +88,7 @@ func writeAudit(w io.Writer, entries []store.AuditEntry) error {
 		if reason == "" {
 			reason = "(no reason given)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", operator.Stamp(&a.At), a.Actor, a.Via, a.Action, oneLine(a.Target),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", operator.Stamp(&a.At), oneLine(a.Actor), a.Via, a.Action, oneLine(a.Target),
 			store.AuditResultText(a.Result), oneLine(reason), oneLine(a.Detail))
 	}
 	return tw.Flush()
@@ -94,4 +96,14 @@ func writeAudit(w io.Writer, entries []store.AuditEntry) error {
 
 // oneLine is s with its runs of white space (tabs and line breaks
 // included) made one space, so a cell never breaks the table.
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+// oneLine is s on one line for the table, with white space runs as one
+// space and every other control character escaped (\x1b): a text stored
+// before the input rules refused them cannot rewrite the terminal.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	q := strconv.QuoteToGraphic(s)
+	return q[1 : len(q)-1]
+}

@@ -113,6 +113,8 @@ func (c *Config) validateConsole(bad func(string, string, ...any)) {
 			bad(key+".password_hash", "not a bcrypt hash (make one with: htpasswd -bnBC 10 \"\" PASSWORD | tr -d ':\\n')")
 		} else if cost < MinBcryptCost {
 			bad(key+".password_hash", "has bcrypt cost %d, below %d: too cheap to guess against (make one with: htpasswd -bnBC 10 \"\" PASSWORD | tr -d ':\\n')", cost, MinBcryptCost)
+		} else if cost > MaxBcryptCost {
+			bad(key+".password_hash", "has bcrypt cost %d, above %d: each login would hold a CPU for seconds (make one with: htpasswd -bnBC 10 \"\" PASSWORD | tr -d ':\\n')", cost, MaxBcryptCost)
 		}
 	}
 	c.validateTokens(bad, names)
@@ -122,6 +124,10 @@ func (c *Config) validateConsole(bad func(string, string, ...any)) {
 // MinBcryptCost is the lowest bcrypt cost of a console.users password
 // hash.
 const MinBcryptCost = 10
+
+// MaxBcryptCost is the highest: each step doubles a login's CPU time, and
+// cost 14 takes about a second on one core of a small machine.
+const MaxBcryptCost = 14
 
 func (c *Config) validateTokens(bad func(string, string, ...any), names map[string]string) {
 	sums := map[string]string{}
@@ -161,17 +167,38 @@ func (c *Config) validateTrustedProxy(bad func(string, string, ...any)) {
 	if k.TrustedProxyHeader != "" && len(k.TrustedProxyAddresses) == 0 {
 		bad("console.trusted_proxy_addresses", "is required with console.trusted_proxy_header: the header is believed only from the proxy's addresses")
 	}
-	if k.TrustedProxyHeader == "" && (k.TrustedProxyRoleHeader != "" || len(k.TrustedProxyAddresses) > 0) {
-		bad("console.trusted_proxy_header", "is required with console.trusted_proxy_role_header and console.trusted_proxy_addresses (they are set, so a proxy was meant)")
+	for key, set := range map[string]bool{
+		"console.trusted_proxy_role_header":     k.TrustedProxyRoleHeader != "",
+		"console.trusted_proxy_operator_groups": len(k.TrustedProxyOperatorGroups) > 0,
+		"console.trusted_proxy_default_role":    k.TrustedProxyDefaultRole != "" && k.TrustedProxyDefaultRole != ConsoleViewer,
+	} {
+		if set && k.TrustedProxyHeader == "" {
+			bad(key, "is set, but console.trusted_proxy_header is not: it applies only to users the proxy's header names")
+		}
 	}
 	for i, a := range k.TrustedProxyAddresses {
 		key := fmt.Sprintf("console.trusted_proxy_addresses[%d]", i)
 		if n, err := ParseCIDR(a); err != nil {
 			bad(key, "%v", err)
-		} else if ones, _ := n.Mask.Size(); ones == 0 {
-			bad(key, "%q is every address: that trusts the header from anyone; name the proxy's addresses", a)
+		} else if broad(n) {
+			bad(key, "%q is too wide (an IPv4 network wider than /8, an IPv6 one wider than /16, or IPv4 written as IPv6): "+
+				"that trusts the header from nearly anyone; name the proxy's addresses", a)
 		}
 	}
+}
+
+// broad reports whether n is too wide to be one proxy's addresses: an
+// IPv4 network wider than /8, an IPv6 one wider than /16, or an IPv4
+// network written in IPv6 (::ffff:0:0/96 matches every IPv4 peer).
+func broad(n *net.IPNet) bool {
+	ones, bits := n.Mask.Size()
+	switch {
+	case bits == 32:
+		return ones < 8
+	case n.IP.To4() != nil:
+		return true
+	}
+	return ones < 16
 }
 
 // ParseCIDR reads one entry of console.trusted_proxy_addresses: a CIDR

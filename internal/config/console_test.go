@@ -89,15 +89,23 @@ func TestConsoleUnsafeConfigurationsAreRefused(t *testing.T) {
 		"console: {session_secret: \"" + strings.Repeat("k", 32) + "\", session_secret_file: " + secretFile + "}":                                                    "console.session_secret and console.session_secret_file are both set: set one of them",
 		"console: {tokens: [{name: a, role: viewer, token_sha256: " + tokenHash + "}, {name: b, role: operator, token_sha256: " + strings.ToUpper(tokenHash) + "}]}": "console.tokens[1].token_sha256: is also console.tokens[0]'s: one token would sign in as either",
 		"console: {addr: \"127.0.0.1:8082\"}": "console.addr: is set, but nobody could sign in: configure console.users, console.tokens or console.trusted_proxy_header",
-		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [10.0.0.1, 0.0.0.0/0]}": "console.trusted_proxy_addresses[1]: \"0.0.0.0/0\" is every address: that trusts the header from anyone",
-		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [\"::/0\"]}":            "console.trusted_proxy_addresses[0]: \"::/0\" is every address",
-		"console: {trusted_proxy_role_header: X-Groups}":                                                        "console.trusted_proxy_header: is required with console.trusted_proxy_role_header and console.trusted_proxy_addresses",
-		"console: {trusted_proxy_addresses: [10.0.0.1]}":                                                        "console.trusted_proxy_header: is required with",
-		"console: {users: [{name: otto, role: operator, password_hash: \"" + cheapHash + "\"}]}":                "console.users[0].password_hash: has bcrypt cost 4, below 10",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [10.0.0.1, 0.0.0.0/0]}":                     "console.trusted_proxy_addresses[1]: \"0.0.0.0/0\" is too wide",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [\"::/0\"]}":                                "console.trusted_proxy_addresses[0]: \"::/0\" is too wide",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [\"::ffff:0.0.0.0/96\"]}":                   "console.trusted_proxy_addresses[0]: \"::ffff:0.0.0.0/96\" is too wide (an IPv4 network wider than /8, an IPv6 one wider than /16, or IPv4 written as IPv6)",
+		"console: {" + user + ", trusted_proxy_header: X-User, trusted_proxy_addresses: [0.0.0.0/1]}":                               "console.trusted_proxy_addresses[0]: \"0.0.0.0/1\" is too wide",
+		"console: {" + user + ", trusted_proxy_operator_groups: [admins]}":                                                          "console.trusted_proxy_operator_groups: is set, but console.trusted_proxy_header is not",
+		"console: {" + user + ", trusted_proxy_default_role: operator}":                                                             "console.trusted_proxy_default_role: is set, but console.trusted_proxy_header is not",
+		"console: {users: [{name: otto, role: operator, password_hash: \"" + strings.Replace(goodHash, "$10$", "$15$", 1) + "\"}]}": "console.users[0].password_hash: has bcrypt cost 15, above 14",
+		"console: {trusted_proxy_role_header: X-Groups}":                                                                            "console.trusted_proxy_role_header: is set, but console.trusted_proxy_header is not",
+		"console: {users: [{name: otto, role: operator, password_hash: \"" + cheapHash + "\"}]}":                                    "console.users[0].password_hash: has bcrypt cost 4, below 10",
 	} {
 		_, err := loadConsole(t, yamlText)
 		require.ErrorContains(t, err, want, yamlText)
 	}
 	_, err := loadConsole(t, "console: {addr: \"127.0.0.1:8082\", "+user+", trusted_proxy_header: X-User, trusted_proxy_addresses: [10.0.0.0/8]}")
+	require.NoError(t, err)
+	// A TLS proxy that only forwards: its addresses alone make its
+	// X-Forwarded-For the client's address for the login limit.
+	_, err = loadConsole(t, "console: {addr: \"127.0.0.1:8082\", "+user+", trusted_proxy_addresses: [10.1.2.3]}")
 	require.NoError(t, err)
 }

@@ -140,7 +140,13 @@ func (a *Actions) run(ctx context.Context, x act, do func(target string) (Result
 	if !slices.Contains([]string{store.ViaCLI, store.ViaConsole, store.ViaAPI}, x.who.Via) || strings.TrimSpace(x.who.Name) == "" {
 		return Result{}, fmt.Errorf("%s: actor %q via %q: a name and cli, console or api are required", x.name, x.who.Name, x.who.Via)
 	}
-	x.reason = strings.TrimSpace(x.reason)
+	who, err := Text("an actor's name", x.who.Name)
+	if err != nil {
+		return Result{}, err
+	}
+	x.who.Name = who
+	reason, reasonErr := Text("a reason", x.reason)
+	x.reason = reason
 	target, err := x.target, error(nil)
 	if x.norm != nil {
 		target, err = x.norm(x.target)
@@ -151,6 +157,10 @@ func (a *Actions) run(ctx context.Context, x act, do func(target string) (Result
 	case err != nil: // not what the action takes: on no mail
 		x.mailKey = false
 		return a.refuse(ctx, x, x.target, err)
+	case reasonErr != nil && x.dryRun:
+		return Result{}, reasonErr
+	case reasonErr != nil:
+		return a.refuse(ctx, x, target, reasonErr)
 	case x.dryRun:
 		return do(target)
 	case x.reason == "" && x.who.Via != store.ViaCLI:

@@ -216,3 +216,28 @@ func TestSuppressActionsNormaliseTheAddress(t *testing.T) {
 			got[2].Action + " " + got[2].Result + " " + got[2].Target, got[3].Action + " " + got[3].Result + " " + got[3].Target})
 	require.Equal(t, `"Ann@example.com" is not on the suppression list (see `+"`mailsvc suppression list`"+`)`, got[1].Detail)
 }
+
+// A reason or an actor's name with a control character or a
+// bidirectional override is refused, never stored altered: a NUL would be
+// dropped (an empty reason through the console), an escape sequence would
+// rewrite the terminal that prints `mailsvc audit list`.
+func TestReasonsAndActorsAreText(t *testing.T) {
+	t.Parallel()
+	b := setupActions(t)
+	b.seed(t, "order-confirmed:1", "1", mailtype.StatusSent)
+	for _, reason := range []string{"\x00", "a\x00b", "ticket \x1b]0;pwned\x07", "fine\u202Eenif"} {
+		_, err := b.a.Resend(b.ctx, ann, "order-confirmed:1", reason, false)
+		require.Equal(t, operator.KindInvalid, operator.KindOf(err), "%q", reason)
+		require.ErrorContains(t, err, "not a reason: control character")
+	}
+	_, err := b.a.Resend(b.ctx, operator.Actor{Name: "evil\x1b[31mRED", Via: store.ViaCLI}, "order-confirmed:1", "ok", false)
+	require.Equal(t, operator.KindInvalid, operator.KindOf(err))
+	require.ErrorContains(t, err, "not an actor's name: control character U+001B at offset 4")
+	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM mail`), "nothing resent")
+	entries := b.audits(t)
+	require.Len(t, entries, 4, "each refusal of a reason recorded, the bad actor's not (it names no one)")
+	for _, e := range entries {
+		require.Equal(t, "refused", e.Result)
+		require.Empty(t, e.Reason)
+	}
+}

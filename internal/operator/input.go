@@ -143,11 +143,24 @@ func clean(what, s string) (string, error) {
 	if s == "" {
 		return "", &InputError{Problem: "no " + strings.SplitN(what, " ", 2)[1] + " given: empty once the space around it is removed"}
 	}
-	if i := strings.IndexFunc(s, unicode.IsControl); i >= 0 {
+	if i := strings.IndexFunc(s, hidden); i >= 0 {
 		r, _ := utf8.DecodeRuneInString(s[i:])
 		return "", &InputError{Problem: fmt.Sprintf("not %s: control character U+%04X at offset %d", what, r, i), Input: cut(s)}
 	}
 	return s, nil
+}
+
+// Text returns free text an operator typed (an action's reason, an
+// actor's name) with the space around it removed, "" for none, or an
+// *InputError: not valid UTF-8, or a control character (an escape
+// sequence in the audit log would rewrite the terminal that prints it;
+// a NUL cannot be stored) or a bidirectional override (it would reorder
+// what a reader sees). what names the text in the message.
+func Text(what, s string) (string, error) {
+	if strings.TrimFunc(s, isSpace) == "" && utf8.ValidString(s) {
+		return "", nil
+	}
+	return clean(what, s)
 }
 
 // cut shortens s for a message: its first 64 bytes and "...".
@@ -160,6 +173,13 @@ func cut(s string) string {
 		n--
 	}
 	return s[:n] + "..."
+}
+
+// hidden reports whether r changes what a reader sees rather than being
+// seen: a control character, or a bidirectional embedding, override or
+// isolate (U+202A..U+202E, U+2066..U+2069).
+func hidden(r rune) bool {
+	return unicode.IsControl(r) || ('\u202A' <= r && r <= '\u202E') || ('\u2066' <= r && r <= '\u2069')
 }
 
 // isSpace is white space to trim: every Unicode space (U+00A0 no-break
