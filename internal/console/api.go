@@ -70,6 +70,10 @@ func (c *Console) api(operatorOnly bool, h apiHandler) http.HandlerFunc {
 			c.apiError(w, r, errForbidden)
 			return
 		}
+		if _, err := queryOf(r); err != nil { // every route: no filter or flag silently dropped
+			c.apiError(w, r, err)
+			return
+		}
 		v, err := h(r, &id)
 		if err != nil {
 			c.apiError(w, r, err)

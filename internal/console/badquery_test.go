@@ -25,6 +25,10 @@ func TestMalformedOrRepeatedQueryParametersAre400(t *testing.T) {
 		"/api/v1/audit?actor=%zz":                    "the query string is malformed",
 		"/api/v1/suppressions?colour=red":            `unknown parameter "colour" (known: address)`,
 		"/api/v1/suppressions?address=a@b.example;x": "the query string is malformed",
+		"/api/v1/overview?a=%zz":                     "the query string is malformed",
+		"/api/v1/mails/order-confirmed:o1?a;b":       "the query string is malformed",
+		"/api/v1/orders/o1/mails?a=%zz":              "the query string is malformed",
+		"/api/v1/audit?actor=a%00":                   "actor: contains a NUL byte",
 	} {
 		code, out := b.api(t, b.viewerToken, http.MethodGet, path, nil)
 		require.Equal(t, http.StatusBadRequest, code, path)
@@ -32,7 +36,8 @@ func TestMalformedOrRepeatedQueryParametersAre400(t *testing.T) {
 	}
 	c := b.login(t, operatorName, operatorPassword)
 	for _, path := range []string{"/search?order_id=%zz", "/search?order_id=a;b", "/search?order_id=o1&order_id=o2",
-		"/audit?actor=%zz", "/audit?colour=red", "/actions/resend?key=%zz"} {
+		"/audit?actor=%zz", "/audit?colour=red", "/actions/resend?key=%zz", "/audit?actor=%00", "/audit?action=bogus",
+		"/overview?a=%zz", "/orders/o1?a;b", "/suppressions?a=%zz"} {
 		code, body := c.get(path)
 		require.Equal(t, http.StatusBadRequest, code, path)
 		require.Contains(t, body, "That input cannot be used", path)

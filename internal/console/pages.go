@@ -175,6 +175,10 @@ func (c *Console) page(operatorOnly bool, h pageHandler) http.HandlerFunc {
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
+		if _, err := queryOf(r); err != nil { // every page: nothing silently dropped
+			c.pageError(w, r, &id, err)
+			return
+		}
 		if r.Method == http.MethodPost {
 			if err := r.ParseForm(); err != nil {
 				c.pageError(w, r, &id, formError(err))

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -195,6 +196,9 @@ func (c *Console) audit(w http.ResponseWriter, r *http.Request, id *identity) er
 		return err
 	}
 	entries, err := c.deps.Store.ListAudit(r.Context(), q)
+	if errors.Is(err, store.ErrBadQuery) {
+		return bad(err.Error())
+	}
 	d := struct {
 		Query   store.AuditQuery
 		Entries []store.AuditEntry
