@@ -61,7 +61,12 @@ func (r *Registry) ResendNotice(name, locale string) (string, error) {
 // notice put first: its own paragraph at the top of the text part, and a
 // paragraph (escaped) right after the HTML part's <body> tag (at the very
 // start when it has none). The same arguments always give the same bytes.
+// Parts whose text starts with the notice already (a resend of a resend
+// copy) are returned as they are: the notice is said once.
 func AddResendNotice(text, htmlPart, notice string) (string, string) {
+	if strings.HasPrefix(text, notice+"\n\n") {
+		return text, htmlPart // a copy of a copy that carries it already
+	}
 	text = notice + "\n\n" + text
 	if htmlPart == "" {
 		return text, htmlPart
