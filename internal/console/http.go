@@ -88,8 +88,12 @@ func classify(err error) *httpError {
 	return &httpError{http.StatusInternalServerError, "internal", "an unexpected error: it is logged; try again, or ask the service's operator"}
 }
 
-func unavailable(err error) *httpError {
-	return &httpError{http.StatusServiceUnavailable, "unavailable", "the database or broker is unavailable, try again shortly: " + mailtype.Sanitize(err.Error())}
+// unavailable is the answer when the database or the broker fails. Its
+// text names neither (their hosts and users are the operator's business,
+// not a viewer's): the error itself is logged (logAnswer).
+func unavailable(error) *httpError {
+	return &httpError{http.StatusServiceUnavailable, "unavailable",
+		"the database or the broker is unavailable: try again shortly (the details are in mailsvc's log)"}
 }
 
 // writeJSON answers v as JSON.
