@@ -57,6 +57,7 @@ func (e *env) openStore(cfg *config.Config) (*store.Store, error) {
 	ctx, cancel := context.WithTimeout(e.ctx, connectTimeout)
 	defer cancel()
 	st, err := store.Open(ctx, store.Options{URL: cfg.Database.URL.Reveal(), MaxConns: 2, EventsExchange: cfg.AMQP.EventsExchange,
+		RecipientLimit:  app.RecipientLimit(cfg),
 		DeliveryConfirm: app.DeliveryConfirm(cfg)})
 	if err != nil {
 		return nil, &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("database %s is unreachable: %w (check database.url, or start PostgreSQL)", cfg.Database.URL, err)}

@@ -151,6 +151,9 @@ func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string,
 		if err := refuseSuppressed(ctx, tx, dedupeKey, src); err != nil {
 			return err
 		}
+		if err := s.countResend(ctx, tx, dedupeKey, src); err != nil {
+			return err
+		}
 		n, err := nextResend(ctx, tx, dedupeKey, src.orderID)
 		if err != nil {
 			return err
@@ -186,6 +189,37 @@ func refuseSuppressed(ctx context.Context, tx pgx.Tx, key string, src resendSour
 	return &StateError{DedupeKey: key, Status: src.status, Action: "resend", Hint: fmt.Sprintf(
 		"its recipient is on the suppression list (%s: %s); remove it first with `mailsvc suppression remove ADDRESS` if the address works again",
 		source, reason)}
+}
+
+// countResendSQL counts a resend in its recipient's window of the
+// per-recipient safety limit, as ingest counts a new mail
+// (insertLimitedMailsSQL): $1 the address, $2 the window in seconds.
+const countResendSQL = `
+INSERT INTO recipient_window AS w (recipient, window_start, mails)
+VALUES (lower($1), to_timestamp(floor(extract(epoch FROM now()) / $2::int) * $2::int), 1)
+ON CONFLICT (recipient, window_start) DO UPDATE SET mails = w.mails + 1
+RETURNING mails`
+
+// countResend counts the resend against the per-recipient safety limit
+// (mail.recipient_limit), when it is on, and refuses it with a
+// *StateError when it would pass the limit: a resend is a mail to the
+// customer like any other, and a scripted operator token must not flood
+// one address either. The refusal rolls the count back with the rest.
+func (s *Store) countResend(ctx context.Context, tx pgx.Tx, key string, src resendSource) error {
+	l := s.recipientLimit
+	if !l.on() {
+		return nil
+	}
+	var mails int
+	if err := tx.QueryRow(ctx, countResendSQL, src.toEmail, int(l.Window.Seconds())).Scan(&mails); err != nil {
+		return err
+	}
+	if mails <= l.Mails {
+		return nil
+	}
+	return &StateError{DedupeKey: key, Status: src.status, Action: "resend", Hint: fmt.Sprintf(
+		"its recipient has had %d mails in the current window of mail.recipient_limit_window (%s), and mail.recipient_limit is %d: "+
+			"wait for the next window, or raise the limit if this is no flood", mails-1, l.Window, l.Mails)}
 }
 
 // nextResend returns the next free resend number of key, or a *StateError
