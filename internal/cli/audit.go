@@ -47,7 +47,7 @@ func newAuditListCmd(e *env) *cobra.Command {
 			}
 			var err error
 			if q.Since, err = parseWhen(since, time.Now()); err != nil {
-				return &ExitError{Code: 1, Err: fmt.Errorf("--since: %w", err)}
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("--since: %w", err)}
 			}
 			return e.withReadStore(func(cfg *config.Config, st *store.Store) error {
 				list, err := st.ListAudit(e.ctx, q)

@@ -138,7 +138,7 @@ func (l *listFlags) query(now time.Time) (store.MailQuery, error) {
 		bad("--limit must be 1..%d and --offset not negative in a search", store.MaxPageSize)
 	}
 	if len(errs) > 0 {
-		return q, &ExitError{Code: 1, Err: errors.Join(errs...)}
+		return q, &ExitError{Code: ExitInvalid, Err: errors.Join(errs...)}
 	}
 	return q, nil
 }
@@ -209,7 +209,7 @@ func listMails(e *env, cfg *config.Config, st *store.Store, f store.MailFilter, 
 // status's list.
 func checkListFlags(f store.MailFilter) error {
 	if f.Limit <= 0 || f.OlderThan < 0 {
-		return &ExitError{Code: 1, Err: errors.New("--limit must be positive and --older-than not negative")}
+		return &ExitError{Code: ExitInvalid, Err: errors.New("--limit must be positive and --older-than not negative")}
 	}
 	return nil
 }

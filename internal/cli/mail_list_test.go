@@ -76,15 +76,15 @@ func TestMailListSearchFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--status", "sent,bogus"}, 1, `--status: "bogus" is not a status (pending, sending, sent, failed, cancelled, unknown, held)`},
-		{[]string{"--status", "sent,"}, 1, `--status: "" is not a status`},
-		{[]string{"--since", "yesterday"}, 1, `--since: "yesterday" is not a time (2026-12-06T10:00:00Z, 2026-12-06) nor a positive duration (24h)`},
-		{[]string{"--until", "-3h"}, 1, `--until: "-3h" is not a time`},
-		{[]string{"--since", "1h", "--until", "2h"}, 1, "--since must be before --until"},
-		{[]string{"--order", "sideways"}, 1, `--order must be newest or oldest, got "sideways"`},
-		{[]string{"--status", "sent", "--limit", "201"}, 1, "--limit must be 1..200 and --offset not negative in a search"},
-		{[]string{"--status", "sent", "--offset", "-1"}, 1, "--limit must be 1..200"},
-		{[]string{"--status", "sent", "--older-than", "1h"}, 1, "--unconfirmed and --older-than go with one work status alone"},
+		{[]string{"--status", "sent,bogus"}, ExitInvalid, `--status: "bogus" is not a status (pending, sending, sent, failed, cancelled, unknown, held)`},
+		{[]string{"--status", "sent,"}, ExitInvalid, `--status: "" is not a status`},
+		{[]string{"--since", "yesterday"}, ExitInvalid, `--since: "yesterday" is not a time (2026-12-06T10:00:00Z, 2026-12-06) nor a positive duration (24h)`},
+		{[]string{"--until", "-3h"}, ExitInvalid, `--until: "-3h" is not a time`},
+		{[]string{"--since", "1h", "--until", "2h"}, ExitInvalid, "--since must be before --until"},
+		{[]string{"--order", "sideways"}, ExitInvalid, `--order must be newest or oldest, got "sideways"`},
+		{[]string{"--status", "sent", "--limit", "201"}, ExitInvalid, "--limit must be 1..200 and --offset not negative in a search"},
+		{[]string{"--status", "sent", "--offset", "-1"}, ExitInvalid, "--limit must be 1..200"},
+		{[]string{"--status", "sent", "--older-than", "1h"}, ExitInvalid, "--unconfirmed and --older-than go with one work status alone"},
 		{[]string{"--recipient", "ann"}, ExitInvalid, `--recipient: not an e-mail address: "ann"`},
 		{[]string{"--recipient", "ann\xff@example.com"}, ExitInvalid, `--recipient: not an e-mail address: not valid UTF-8`},
 	} {
