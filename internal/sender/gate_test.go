@@ -50,3 +50,22 @@ func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
 	require.True(t, g.paused(), "the older read is dropped")
 	require.Equal(t, 3, g.state.Failures)
 }
+
+// A mail that found its route paused waits until the pause may end; when
+// the pause ended between the route's answer and this reckoning (a rate
+// limit's end, at its time), it is due after a poll interval, not the
+// minute a route with no pause end at all would wait.
+func TestResumeInAfterThePauseEnded(t *testing.T) {
+	const poll = 50 * time.Millisecond
+	g := &gate{name: "resend", lat: newLatency(Config{}), m: NewMetrics(nil)}
+	p := &Pool{cfg: Config{PollInterval: poll}, gates: []*gate{g}}
+	require.Equal(t, poll, p.resumeIn(), "no pause left")
+
+	now := time.Now()
+	g.state = store.ProviderState{Provider: "resend", Reason: mailtype.PauseRateLimited, PausedUntil: now.Add(2 * time.Second), Now: now}
+	g.readAt = now
+	require.InDelta(t, 2*time.Second, p.resumeIn(), float64(100*time.Millisecond), "until the rate limit's end")
+
+	g.state = store.ProviderState{Provider: "resend", Reason: mailtype.PauseBreaker, PausedUntil: now.Add(time.Hour), Now: now}
+	require.Equal(t, time.Minute, p.resumeIn(), "at most a minute before the next look")
+}

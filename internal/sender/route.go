@@ -127,15 +127,18 @@ func (p *Pool) takeProbe() *gate {
 // earliest pause end or probe among the gates), within [PollInterval, a
 // minute]: what a mail that found no route waits before its next claim.
 func (p *Pool) resumeIn() time.Duration {
-	d := time.Minute
-	if p.guardEngaged() {
-		d = p.cfg.PollInterval
-	}
+	d, paused := time.Minute, false
 	now := time.Now()
 	for _, g := range p.gates {
-		if paused, _, until := g.pausedUntil(); paused {
-			d = min(d, until.Sub(now))
+		if ok, _, until := g.pausedUntil(); ok {
+			d, paused = min(d, until.Sub(now)), true
 		}
+	}
+	if !paused || p.guardEngaged() {
+		// The pause that kept the mail back ended meanwhile (a rate
+		// limit's, at its time), or the latency guard did: due at once,
+		// not a minute later.
+		d = p.cfg.PollInterval
 	}
 	return max(d, p.cfg.PollInterval)
 }
