@@ -36,7 +36,8 @@ func Sweep(conn *broker.Conn, queue string, visit Visit) (int, error) {
 	if err != nil {
 		return 0, &BrokerError{Err: err}
 	}
-	if _, err := get.Depth(queue); err != nil {
+	depth, err := get.Depth(queue)
+	if err != nil {
 		_ = get.Close()
 		if errors.Is(err, broker.ErrNoQueue) {
 			return 0, err
@@ -45,7 +46,9 @@ func Sweep(conn *broker.Conn, queue string, visit Visit) (int, error) {
 	}
 	read, kept, err := sweep(get, queue, visit)
 	_ = get.Close()
-	waitReturned(conn, queue, kept)
+	// Every message there at the start but the removed ones: those held
+	// come back, those a visit that stopped early never read stayed.
+	waitReturned(conn, queue, kept, depth-(read-kept))
 	return read, err
 }
 
@@ -78,9 +81,10 @@ func sweep(get *broker.Getter, queue string, visit Visit) (read, kept int, err e
 	return read, kept, nil
 }
 
-// waitReturned waits until queue holds at least kept ready messages, or
-// returnWait passed, or the broker fails (the next command will say so).
-func waitReturned(conn *broker.Conn, queue string, kept int) {
+// waitReturned waits, when kept messages were held, until queue holds at
+// least want ready messages, or returnWait passed, or the broker fails
+// (the next command will say so).
+func waitReturned(conn *broker.Conn, queue string, kept, want int) {
 	if kept == 0 {
 		return
 	}
@@ -89,7 +93,7 @@ func waitReturned(conn *broker.Conn, queue string, kept int) {
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
 		st, err := conn.InspectQueue(queue)
-		if err != nil || st.Ready >= kept {
+		if err != nil || st.Ready >= want {
 			return
 		}
 		<-tick.C

@@ -139,11 +139,11 @@ func NewReplayer(conn *broker.Conn, o ReplayOptions) (*Replayer, error) {
 func (r *Replayer) Close() {
 	_ = r.pub.Close()
 	_ = r.get.Close()
-	kept := r.res.Skipped + r.res.Unmatched
+	kept, removed := r.res.Skipped+r.res.Unmatched, r.res.Replayed
 	if r.o.DryRun {
-		kept += r.res.Replayed
+		kept, removed = kept+r.res.Replayed, 0
 	}
-	waitReturned(r.conn, r.o.Queue, kept)
+	waitReturned(r.conn, r.o.Queue, kept, r.res.Depth-removed)
 }
 
 // Result is what Run did so far.
