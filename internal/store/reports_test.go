@@ -224,7 +224,9 @@ func TestReportBeforeTheOutcomeIsRetried(t *testing.T) {
 	got, err := st.ClaimMails(ctx, claimParams(1))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	sc.Exec(t, `UPDATE mail SET provider = 'smtp' WHERE id = $1`, id)
+	// As the sender leaves it while the send is in flight: no provider
+	// recorded yet (the outcome writes it).
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE id = $1 AND provider IS NULL AND status = 'sending'`, id))
 	report := store.Webhook{Provider: "smtp", ID: "dsn:r", Type: "email.bounced", At: time.Now(), MailID: id,
 		Effect: store.EffectBounced, BounceType: store.BouncePermanent, Reason: "permanent bounce 5.1.1"}
 	_, err = st.RecordWebhook(ctx, report)

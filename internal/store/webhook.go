@@ -144,11 +144,15 @@ ORDER BY id FOR UPDATE`
 
 // mailOfIDSQL locks the mail a VERP report names by its id, if the
 // report's provider sent it: an SMTP report changes no mail Resend sent.
+// A mail still sending has no provider until its outcome is written; a
+// fast relay's report about it is matched too, and asked again later
+// (reportedTooEarly), not dropped as unmatched: the evidence that would
+// settle the mail, should the send end unknown, is not lost.
 const mailOfIDSQL = `
 SELECT id, dedupe_key, order_id, template, COALESCE(event_id::text, ''), sends, revision, status,
     delivered_at IS NOT NULL, COALESCE(trace_context, ''), to_email, COALESCE(provider, ''), COALESCE(provider_message_id, ''),
     complained_at IS NOT NULL
-FROM mail WHERE id = $1 AND provider = $2 FOR UPDATE`
+FROM mail WHERE id = $1 AND (provider = $2 OR (provider IS NULL AND status = 'sending')) FOR UPDATE`
 
 // webhookMail is one mail a webhook names; its fb carries the mail's
 // stored trace context, so the provider's report is published in the
