@@ -277,7 +277,10 @@ func (s *syncBuffer) String() string {
 }
 
 // A refresh reads the tables' statistics from the real server: mail's
-// 30 rows and size, and its vacuum's age once one ran.
+// rows and size, and its vacuum's age once one ran. (The exact counts are
+// the store's test, TestDBHealthReadsTheStatistics: here, that the
+// gauges follow the read; a vacuum's count depends on the whole server's
+// oldest snapshot, which other tests hold.)
 func TestRefreshSetsDatabaseHealthGauges(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -288,7 +291,7 @@ func TestRefreshSetsDatabaseHealthGauges(t *testing.T) {
 	// A backend's table counters reach the statistics views within a second.
 	require.Eventually(t, func() bool {
 		c.Refresh(context.Background())
-		return val(b.m.DB.LiveTuples.WithLabelValues("mail")) == 30
+		return val(b.m.DB.LiveTuples.WithLabelValues("mail")) > 0 && testutil.CollectAndCount(b.m.DB.VacuumAge) > 0
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, 0.0, val(b.m.RefreshErrors))
 	require.Positive(t, val(b.m.DB.TableSize.WithLabelValues("mail")))
