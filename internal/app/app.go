@@ -85,6 +85,7 @@ func Serve(ctx context.Context, cfg *config.Config, log *slog.Logger) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(dbCountCollectors()...)
 	w.reg = reg
 	if err := w.resolveNamespace(ctx); err != nil {
 		return err

@@ -59,3 +59,17 @@ func (s *Store) ExplainForTest(ctx context.Context, q string, args ...any) (stri
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	return strings.Join(lines, "\n"), err
 }
+
+// CountingConn connects to url with a tracer of its own and returns the
+// connection and a function reading what the tracer counted on it.
+func CountingConn(ctx context.Context, url string) (*pgx.Conn, func() Counts, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &counter{}
+	cfg.Tracer = c
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	read := func() Counts { return Counts{Statements: c.statements.Load(), Commits: c.commits.Load()} }
+	return conn, read, err
+}

@@ -74,6 +74,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		cfg.MaxConns = o.MaxConns
 	}
 	sessionSettings(cfg)
+	if cfg.ConnConfig.Tracer == nil {
+		cfg.ConnConfig.Tracer = &dbCounts
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)
