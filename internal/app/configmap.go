@@ -66,6 +66,7 @@ func senderConfig(c *config.Config) sender.Config {
 		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
 		SuppressCodes:     c.Suppression.SMTPCodes,
 		SlowSendThreshold: s.SlowSendThreshold, SlowSendWindow: s.SlowSendWindow, SlowSendConcurrency: s.SlowSendConcurrency,
+		PriorityWeight: s.PriorityWeight,
 	}
 	if s.SlowSendThreshold == 0 {
 		cfg.SlowSendThreshold = sender.NoSlowSendGuard

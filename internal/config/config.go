@@ -182,6 +182,9 @@ type Sender struct {
 	// means a quarter of sender.workers (at least 1) with a fallback
 	// provider, and no limit without one.
 	SlowSendConcurrency int `mapstructure:"slow_send_concurrency" yaml:"slow_send_concurrency"`
+	// PriorityWeight is how many priority-lane mails the dispatcher takes
+	// per bulk mail while both lanes have due mails; 0 is strict priority.
+	PriorityWeight int `mapstructure:"priority_weight" yaml:"priority_weight"`
 }
 
 // SMTP configures the SMTP provider.

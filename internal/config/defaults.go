@@ -84,6 +84,7 @@ var defaults = map[string]any{
 	"sender.slow_send_threshold":    5 * time.Second,
 	"sender.slow_send_window":       20,
 	"sender.slow_send_concurrency":  0,
+	"sender.priority_weight":        4,
 
 	"smtp.host":               "localhost",
 	"smtp.port":               587,

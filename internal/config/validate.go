@@ -407,4 +407,7 @@ func (c *Config) validateLatencyGuard(bad func(string, string, ...any)) {
 	if s.SlowSendConcurrency < 0 {
 		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of sender.workers with a fallback provider, no limit without one), got %d", s.SlowSendConcurrency)
 	}
+	if s.PriorityWeight < 0 || s.PriorityWeight > 100 {
+		bad("sender.priority_weight", "must be between 0 (strict priority) and 100 priority mails per bulk mail, got %d", s.PriorityWeight)
+	}
 }

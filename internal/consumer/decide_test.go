@@ -79,6 +79,7 @@ func TestDecideOrderConfirmedRendersOnce(t *testing.T) {
 	require.NotEmpty(t, m.BodyHTML)
 	require.JSONEq(t, string(body(t, data(ev))), string(m.Payload))
 	require.False(t, m.Stale)
+	require.Equal(t, mailtype.LaneBulk, m.Lane, "order_confirmed/settings.yaml")
 	again := d.Decide(consumer.Message{Body: body(t, ev)}).Item.Mail
 	require.Equal(t, m.Subject+m.BodyText+m.BodyHTML, again.Subject+again.BodyText+again.BodyHTML, "deterministic")
 }

@@ -26,7 +26,8 @@ type Notices struct {
 }
 
 // RenderNotice renders the notice of the confirmation src from the order
-// as it was confirmed (src.Payload) and returns its pending mail: keyed
+// as it was confirmed (src.Payload) and returns its pending mail, in the
+// template's lane (priority unless its settings.yaml says otherwise): keyed
 // mailtype.CancelNoticeKey, to the confirmation's address and display
 // name, in its locale, with its envelope. The notice's age counts from
 // now, when it became due. Errors are the renderer's (*mailtype.Error,
@@ -54,6 +55,10 @@ func (n *Notices) RenderNotice(src store.NoticeSource) (store.NewMail, error) {
 		}
 		eventID = id.String()
 	}
+	lane := mailtype.LanePriority
+	if st, err := n.Templates.Settings(mailtype.TemplateCancelNotice); err == nil {
+		lane = st.Lane
+	}
 	key := mailtype.CancelNoticeKey(src.OrderID, src.Revision)
 	from, toName := src.From, src.ToName
 	if from == "" {
@@ -64,7 +69,7 @@ func (n *Notices) RenderNotice(src store.NoticeSource) (store.NewMail, error) {
 		Template: mailtype.TemplateCancelNotice, Locale: r.Locale, ToEmail: src.ToEmail, Payload: src.Payload,
 		Subject: r.Subject, BodyText: r.Text, BodyHTML: r.HTML, MessageID: mailtype.MessageID(key, n.FromDomain),
 		From: from, ToName: toName, ReplyTo: src.ReplyTo,
-		IdempotencyKey: mailtype.IdempotencyKey(n.IdempotencyNamespace, key), OccurredAt: n.now(),
+		IdempotencyKey: mailtype.IdempotencyKey(n.IdempotencyNamespace, key), OccurredAt: n.now(), Lane: lane,
 	}, nil
 }
 

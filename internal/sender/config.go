@@ -79,6 +79,11 @@ type Config struct {
 	// max(1, Workers/4) with a fallback provider and Workers (no limit:
 	// the guard only reports) without one; see slowLimit.
 	SlowSendConcurrency int
+	// PriorityWeight is how many priority-lane mails the dispatcher claims
+	// per bulk mail while both lanes have due mails
+	// (sender.priority_weight, default 4: 4:1); 0 is strict priority (the
+	// priority lane always first; the bulk lane waits while it has mails).
+	PriorityWeight int
 	// SuppressCodes are the enhanced status codes (RFC 3463, "5.1.1") of a
 	// permanent refusal that puts the recipient on the suppression list
 	// (suppression.smtp_codes); nil suppresses on none.
@@ -216,6 +221,9 @@ func (c Config) Validate() error {
 	}
 	if c.SlowSendConcurrency < 0 {
 		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of the workers with a fallback provider, no limit without one), got %d", c.SlowSendConcurrency)
+	}
+	if c.PriorityWeight < 0 {
+		bad("sender.priority_weight", "must be >= 0 (0: strict priority), got %d", c.PriorityWeight)
 	}
 	if c.From == "" {
 		bad("mail.from", "is required")

@@ -50,6 +50,9 @@ type Metrics struct {
 	// ClaimDuration is mailsvc_claim_duration_seconds: one claim statement
 	// (store.ClaimMails), found rows or not, failed or not, in seconds.
 	ClaimDuration prometheus.Histogram
+	// Claimed is mailsvc_claimed_total{lane}: rows the claims took, by
+	// priority lane (mailtype.Lanes), reclaimed leases included.
+	Claimed *prometheus.CounterVec
 	// Paused is mailsvc_provider_paused{provider,reason}: 1 while this
 	// replica sees the provider paused for reason (mailtype.PauseReasons),
 	// else 0. Every replica reads the same shared state: take max.
@@ -154,6 +157,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one claim statement of the sender pool.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
+		Claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_claimed_total",
+			Help: "Rows the sender's claims took, by priority lane (priority, bulk).",
+		}, []string{"lane"}),
 		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mailsvc_provider_paused",
 			Help: "1 while the provider is paused for every replica, by reason (rate_limited, quota, breaker).",
@@ -227,10 +234,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.Ambiguous.WithLabelValues(p, NextRetry)
 		m.Ambiguous.WithLabelValues(p, NextUnknown)
 	}
+	for _, l := range mailtype.Lanes {
+		m.Claimed.WithLabelValues(l.String())
+	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
 			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.OutageFailures, m.Unspent, m.Failovers,
-			m.Slow, m.SendP90, m.SlowReroutes)
+			m.Slow, m.SendP90, m.SlowReroutes, m.Claimed)
 	}
 	return m
 }

@@ -81,6 +81,7 @@ type Pool struct {
 	metrics   *Metrics
 	rules     rules
 	limiter   *rate.Limiter // nil: no per-process rate limit
+	lanes     laneShare     // the dispatcher's alone
 	// gates are the providers' shared states: the primary first, then the
 	// fallback if any.
 	gates []*gate
@@ -128,7 +129,8 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 		rules: newRules(cfg, deps.Provider, deps.Templates),
 		wake:  make(chan struct{}, 1), queue: make(chan *job, maxHeld),
 		writes: make(chan *writeRequest, maxHeld), held: make(map[store.Fence]*job, maxHeld),
-		maxHeld: maxHeld, minClaim: max(1, prefetch/2), freed: make(chan struct{}, 1)}
+		maxHeld: maxHeld, minClaim: max(1, prefetch/2), freed: make(chan struct{}, 1),
+		lanes: laneShare{weight: cfg.PriorityWeight}}
 	if p.log == nil {
 		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -366,9 +368,13 @@ func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 	defer cancel()
 	began := time.Now()
+	share, weighted := p.lanes.next(n)
 	claimed, err := p.deps.Store.ClaimMails(cctx, store.ClaimParams{
-		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID})
+		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID, Weighted: weighted, PriorityShare: share})
 	p.metrics.ClaimDuration.Observe(time.Since(began).Seconds())
+	for i := range claimed {
+		p.metrics.Claimed.WithLabelValues(claimed[i].Lane.String()).Inc()
+	}
 	return claimed, leaseEnd, err
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
 // ErrLeaseLost is returned by every write to a claimed row when the row is
@@ -32,6 +34,25 @@ type ClaimParams struct {
 	Lease time.Duration
 	// Worker is written to locked_by, for operators.
 	Worker string
+	// Weighted, when set, bounds the priority lane's rows to PriorityShare
+	// while bulk rows are due too (the dispatcher's weighted sharing,
+	// sender.priority_weight); the lane that has fewer due rows than its
+	// share leaves the rest to the other. Unset, the priority lane goes
+	// first (strict priority).
+	Weighted bool
+	// PriorityShare is the most priority rows the claim takes while bulk
+	// rows are due (0..Limit); read only when Weighted.
+	PriorityShare int
+}
+
+// PriorityRows is the most priority-lane rows the claim takes while bulk
+// rows are due (the claim statement's $4): PriorityShare within 0..Limit
+// when Weighted, else Limit (strict priority).
+func (p ClaimParams) PriorityRows() int {
+	if !p.Weighted {
+		return p.Limit
+	}
+	return min(max(p.PriorityShare, 0), p.Limit)
 }
 
 // ClaimedMail is one row a claim took, with everything a provider needs to
@@ -97,6 +118,8 @@ type ClaimedMail struct {
 	// of the event that asked for the mail), "" when it has none; the send
 	// span is its child.
 	TraceContext string
+	// Lane is the row's priority lane.
+	Lane mailtype.Lane
 }
 
 // claimSQL takes at most $1 rows in one statement (docs/design.md, "Claim").
@@ -105,7 +128,7 @@ type ClaimedMail struct {
 // (an `id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)` may be re-run per
 // outer row and take more). Expired leases go first and the due rows fill
 // the rest of the batch. Each CTE is an ordered scan of its own partial
-// index (mail_sending_lease_idx, mail_pending_due_idx), which holds only
+// index (mail_sending_lease_idx, mail_pending_lane_due_idx, one scan per lane), which holds only
 // rows with work left, so the cost does not grow with finished rows. The
 // UPDATE finds the taken rows with `id = ANY(ARRAY(...))`, an index
 // condition on the primary key: a join with the CTEs was planned as a hash
@@ -127,12 +150,21 @@ WITH expired AS MATERIALIZED (
     ORDER BY locked_until, id
     LIMIT $1
     FOR UPDATE SKIP LOCKED
-), due AS MATERIALIZED (
+), priority AS MATERIALIZED (
     SELECT id FROM mail
-    WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now()
+    WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now() AND lane = 1
     ORDER BY send_after, id
     LIMIT $1 - (SELECT count(*) FROM expired)
     FOR UPDATE SKIP LOCKED
+), bulk AS MATERIALIZED (
+    SELECT id FROM mail
+    WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now() AND lane = 0
+    ORDER BY send_after, id
+    LIMIT $1 - (SELECT count(*) FROM expired) - LEAST((SELECT count(*) FROM priority), $4)
+    FOR UPDATE SKIP LOCKED
+), due AS MATERIALIZED (
+    (SELECT id FROM priority LIMIT $1 - (SELECT count(*) FROM expired) - (SELECT count(*) FROM bulk))
+    UNION ALL SELECT id FROM bulk
 )
 UPDATE mail m SET
     status = 'sending',
@@ -152,7 +184,7 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
     COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)
                   AND (s.expires_at IS NULL OR s.expires_at > now())), false), COALESCE(m.provider, ''),
-    COALESCE(m.trace_context, '')`
+    COALESCE(m.trace_context, ''), m.lane`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -165,7 +197,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	if p.Limit <= 0 {
 		return nil, fmt.Errorf("claim mails: limit %d must be positive", p.Limit)
 	}
-	rows, err := s.pool.Query(ctx, claimSQL, p.Limit, p.Lease, p.Worker)
+	rows, err := s.pool.Query(ctx, claimSQL, p.Limit, p.Lease, p.Worker, p.PriorityRows())
 	if err != nil {
 		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
 	}
@@ -177,7 +209,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
 			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt,
-			&m.Suppressed, &m.Provider, &m.TraceContext); err != nil {
+			&m.Suppressed, &m.Provider, &m.TraceContext, &m.Lane); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""

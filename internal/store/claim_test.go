@@ -412,7 +412,7 @@ func TestClaimPlanScansOnlyRowsWithWorkLeft(t *testing.T) {
 	// sort. Expired leases: an index scan restricted to `sending` rows (the
 	// lease index, or the status index when statistics say sending rows are
 	// few); both touch only rows with work left.
-	require.Contains(t, plan, "Index Scan using mail_pending_due_idx on mail", plan)
+	require.Contains(t, plan, "Index Scan using mail_pending_lane_due_idx on mail", plan)
 	require.True(t, strings.Contains(plan, "Index Scan using mail_sending_lease_idx") ||
 		strings.Contains(plan, "Index Cond: (status = 'sending'::text)"), plan)
 	// The taken rows are updated through the primary key, never a join

@@ -46,6 +46,9 @@ type NewMail struct {
 	// span that recorded the event, written to trace_context and to the
 	// outbox row of a stale mail; "" (NULL) while tracing is off.
 	TraceContext string
+	// Lane is the mail's priority lane (the template's settings.yaml
+	// lane); the zero value is bulk.
+	Lane mailtype.Lane
 }
 
 // Cancel is an OrderCancelled event.
@@ -171,17 +174,18 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
-                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-            $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev)
+            $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
+            $22::smallint[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key, status`
 
 // insertLimitedMailsSQL is insertMailsSQL with the per-recipient safety
-// limit ($22 mails per window of $23 seconds, on the database's clock):
+// limit ($23 mails per window of $24 seconds, on the database's clock):
 // w adds the batch's pending mails to each recipient's window count
 // (recipient_window, the address lower-cased) in recipient order, so that
 // two replicas lock the same rows in the same order and never deadlock,
@@ -197,21 +201,22 @@ WITH u AS (
            count(*) OVER (PARTITION BY lower(m), st = 'pending') AS n
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
-                $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[])
-         WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ord)
+                $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
+                $22::smallint[])
+         WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, ord)
 ), w AS (
     INSERT INTO recipient_window AS w (recipient, window_start, mails)
-    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $23::int) * $23::int), count(*)
+    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $24::int) * $24::int), count(*)
     FROM u WHERE st = 'pending' GROUP BY r ORDER BY r
     ON CONFLICT (recipient, window_start) DO UPDATE SET mails = w.mails + excluded.mails
     RETURNING recipient, mails
 )
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
-                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision)
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane)
 SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid,
-       CASE WHEN st = 'pending' AND w.mails - n + nth > $22::int THEN 'held' ELSE st END,
-       nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev
+       CASE WHEN st = 'pending' AND w.mails - n + nth > $23::int THEN 'held' ELSE st END,
+       nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln
 FROM u LEFT JOIN w ON w.recipient = u.r AND u.st = 'pending'
 ORDER BY ord
 ON CONFLICT DO NOTHING
@@ -285,7 +290,7 @@ func insertMailsArgs(items []IngestItem) []any {
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
-	occurred, revisions := make([]time.Time, n), make([]int32, n)
+	occurred, revisions, lanes := make([]time.Time, n), make([]int32, n), make([]int16, n)
 	for i, it := range items {
 		m := it.Mail
 		status, lastErr, lastClass := string(mailtype.StatusPending), "", ""
@@ -302,13 +307,13 @@ func insertMailsArgs(items []IngestItem) []any {
 			m.From, m.ToName, m.ReplyTo, m.IdempotencyKey, m.TraceContext} {
 			cols[c][i] = v
 		}
-		occurred[i], revisions[i] = m.OccurredAt, int32(revisionOr1(m.Revision))
+		occurred[i], revisions[i], lanes[i] = m.OccurredAt, int32(revisionOr1(m.Revision)), int16(m.Lane)
 	}
-	args := make([]any, 0, 23)
+	args := make([]any, 0, 24)
 	for _, c := range cols {
 		args = append(args, c)
 	}
-	return append(args, occurred, revisions)
+	return append(args, occurred, revisions, lanes)
 }
 
 // revisionOr1 is r, or 1 for an unset revision.

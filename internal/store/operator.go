@@ -103,11 +103,12 @@ func resendRoot(dedupeKey string) string {
 const insertResendSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload, subject,
                   body_text, body_html, message_id, status, occurred_at,
-                  from_addr, to_name, reply_to, idempotency_key, revision)
-VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now(), $12, $13, $14, $15, $16)`
+                  from_addr, to_name, reply_to, idempotency_key, revision, lane)
+VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, $10, $11, 'pending', now(), $12, $13, $14, $15, $16,
+        1 /* mailtype.LanePriority: someone asked for it and is waiting */)`
 
-// Resend creates a new pending mail keyed KEY:resend:N (N the next free
-// number) with the content and envelope (From, display name, Reply-To) of
+// Resend creates a new pending mail, in the priority lane, keyed
+// KEY:resend:N (N the next free number) with the content and envelope (From, display name, Reply-To) of
 // the mail keyed dedupeKey, a fresh event id, a new Message-ID
 // (mailtype.MessageID of the new key at domain) and a new idempotency key
 // (mailtype.IdempotencyKey of the new key in namespace). The

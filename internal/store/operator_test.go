@@ -48,6 +48,9 @@ func TestResendCopiesContentUnderANewKey(t *testing.T) {
 	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = $1 AND from_addr = 'Shop <orders@shop.example>'
 		AND to_name = 'B' AND reply_to = 'help@shop.example' AND idempotency_key = 'ns:order-confirmed:42:resend:1'`, newKey),
 		"a resend keeps the original's envelope and gets its own idempotency key")
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = $1 AND lane = 1`, newKey),
+		"someone is waiting for a resend: the priority lane")
+	require.EqualValues(t, 1, sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = $1 AND lane = 0`, key))
 
 	orig, err := sc.Store.MailByKey(ctx(t), key)
 	require.NoError(t, err)

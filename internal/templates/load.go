@@ -202,6 +202,17 @@ func parseText(ls layers, p string) (*ttemplate.Template, error) {
 type settingsFile struct {
 	AmbiguousPolicy string `yaml:"ambiguous_policy"`
 	MaxEventAge     string `yaml:"max_event_age"`
+	Lane            string `yaml:"lane"`
+}
+
+// defaultLane is the lane of a template whose settings do not name one:
+// priority for the cancellation notice (it corrects a mail the customer
+// already has), bulk for every other template.
+func defaultLane(name string) mailtype.Lane {
+	if name == mailtype.TemplateCancelNotice {
+		return mailtype.LanePriority
+	}
+	return mailtype.LaneBulk
 }
 
 // loadSettings reads name/settings.yaml; a template without one has zero
@@ -209,7 +220,7 @@ type settingsFile struct {
 func loadSettings(ls layers, name string) (Settings, error) {
 	b, where, err := ls.readFile(path.Join(name, fileSettings))
 	if errors.Is(err, fs.ErrNotExist) {
-		return Settings{}, nil
+		return Settings{Lane: defaultLane(name)}, nil
 	}
 	if err != nil {
 		return Settings{}, err
@@ -221,6 +232,9 @@ func loadSettings(ls layers, name string) (Settings, error) {
 		return Settings{}, fmt.Errorf("%s: %w", where, err)
 	}
 	s := Settings{AmbiguousPolicy: mailtype.AmbiguousPolicy(f.AmbiguousPolicy)}
+	if s.Lane, err = mailtype.ParseLane(f.Lane, defaultLane(name)); err != nil {
+		return Settings{}, fmt.Errorf("%s: lane: %w", where, err)
+	}
 	if s.AmbiguousPolicy != "" && !s.AmbiguousPolicy.Valid() {
 		return Settings{}, fmt.Errorf("%s: ambiguous_policy: want retry, unknown or \"\", got %q", where, f.AmbiguousPolicy)
 	}

@@ -77,16 +77,38 @@ func TestLocaleResolution(t *testing.T) {
 }
 
 // TestSettings checks the embedded settings: both templates use the global
-// ambiguous policy; the notice stays news longer than the confirmation.
+// ambiguous policy and max event age; confirmations go in the bulk lane,
+// notices in the priority lane.
 func TestSettings(t *testing.T) {
 	t.Parallel()
 	r := newRegistry(t)
 	s, err := r.Settings(templates.OrderConfirmed)
 	require.NoError(t, err)
-	require.Equal(t, templates.Settings{AmbiguousPolicy: ""}, s, "mail.max_event_age applies")
+	require.Equal(t, templates.Settings{AmbiguousPolicy: "", Lane: mailtype.LaneBulk}, s, "mail.max_event_age applies")
 	s, err = r.Settings(templates.OrderCancelled)
 	require.NoError(t, err)
-	require.Equal(t, templates.Settings{AmbiguousPolicy: ""}, s, "mail.max_event_age applies")
+	require.Equal(t, templates.Settings{AmbiguousPolicy: "", Lane: mailtype.LanePriority}, s, "mail.max_event_age applies")
+}
+
+// A settings.yaml names a template's lane; without the key, or without the
+// file, the template's default lane applies (priority for the notice).
+func TestSettingsLane(t *testing.T) {
+	t.Parallel()
+	dir := writeFiles(t, map[string]string{
+		"order_confirmed/settings.yaml": "lane: priority\n",
+		"order_cancelled/settings.yaml": "max_event_age: 2h\n",
+		"password_reset/vi/subject.txt": "Đặt lại mật khẩu {{.OrderID}}",
+		"password_reset/vi/body.txt":    "{{.OrderID}}",
+		"password_reset/vi/body.html":   "<p>{{.OrderID}}</p>",
+	})
+	r, err := templates.New(templates.Options{Dir: dir})
+	require.NoError(t, err)
+	for name, want := range map[string]mailtype.Lane{templates.OrderConfirmed: mailtype.LanePriority,
+		templates.OrderCancelled: mailtype.LanePriority, "password_reset": mailtype.LaneBulk} {
+		s, err := r.Settings(name)
+		require.NoError(t, err)
+		require.Equal(t, want, s.Lane, name)
+	}
 }
 
 // TestDeterministic renders the same order many times, from several
@@ -182,7 +204,7 @@ func TestOverrideDir(t *testing.T) {
 	require.True(t, strings.HasPrefix(out.Text, "Xin chào Nguyễn Văn B,\n\nĐơn hàng #42 của bạn đã bị hủy."), "body.txt still embedded")
 	s, err := r.Settings(templates.OrderCancelled)
 	require.NoError(t, err)
-	require.Equal(t, templates.Settings{}, s, "settings.yaml still embedded")
+	require.Equal(t, templates.Settings{Lane: mailtype.LanePriority}, s, "settings.yaml still embedded")
 	out, err = r.Render(templates.OrderConfirmed, "en", sampleOrder())
 	require.NoError(t, err)
 	require.Equal(t, "Thanks! Order 42 is on its way to packing", out.Subject)
@@ -216,6 +238,7 @@ func TestOverrideDirRefused(t *testing.T) {
 		"bad policy":        {map[string]string{"order_confirmed/settings.yaml": "ambiguous_policy: maybe\n"}, "ambiguous_policy"},
 		"bad age":           {map[string]string{"order_confirmed/settings.yaml": "max_event_age: -1h\n"}, "max_event_age"},
 		"unknown key":       {map[string]string{"order_confirmed/settings.yaml": "max_age: 1h\n"}, "max_age"},
+		"bad lane":          {map[string]string{"order_confirmed/settings.yaml": "lane: urgent\n"}, `order_confirmed/settings.yaml: lane: lane must be priority or bulk, got "urgent"`},
 		"bad locale dir":    {map[string]string{"order_confirmed/Vietnamese/body.txt": "x"}, `"Vietnamese"`},
 		"bad template dir":  {map[string]string{"Order Confirmed/vi/body.txt": "x"}, `"Order Confirmed"`},
 		"notice parse":      {map[string]string{"order_cancelled/en/body.html": "<p>{{.OrderID</p>"}, "order_cancelled/en/body.html"},

@@ -120,6 +120,10 @@ type Settings struct {
 	AmbiguousPolicy mailtype.AmbiguousPolicy
 	// MaxEventAge overrides mail.max_event_age; 0 means use it.
 	MaxEventAge time.Duration
+	// Lane is the priority lane of the template's mails (settings.yaml
+	// lane: priority or bulk; "" or no file: priority for order_cancelled,
+	// bulk otherwise).
+	Lane mailtype.Lane
 }
 
 // Registry holds the parsed templates. It is immutable after New and safe

@@ -16,7 +16,7 @@ import (
 // the claim statement of st for p, one line per plan line, so tests can
 // check that the claim is an index scan of rows with work left.
 func ExplainClaim(ctx context.Context, st *store.Store, p store.ClaimParams) (string, error) {
-	rows, err := testhook.Pool(st).Query(ctx, "EXPLAIN "+testhook.ClaimSQL, p.Limit, p.Lease, p.Worker)
+	rows, err := testhook.Pool(st).Query(ctx, "EXPLAIN "+testhook.ClaimSQL, p.Limit, p.Lease, p.Worker, p.PriorityRows())
 	if err != nil {
 		return "", fmt.Errorf("explain claim: %w", err)
 	}
@@ -36,7 +36,7 @@ func ClaimRollback(ctx context.Context, st *store.Store, p store.ClaimParams) (i
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	tag, err := tx.Exec(ctx, testhook.ClaimSQL, p.Limit, p.Lease, p.Worker)
+	tag, err := tx.Exec(ctx, testhook.ClaimSQL, p.Limit, p.Lease, p.Worker, p.PriorityRows())
 	if err != nil {
 		return 0, fmt.Errorf("claim mails: %w", err)
 	}

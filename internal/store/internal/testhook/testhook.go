@@ -20,7 +20,8 @@ var (
 	// Pool returns the connection pool of st, a *store.Store.
 	Pool func(st any) *pgxpool.Pool
 	// ClaimSQL is the claim statement: $1 the limit, $2 the lease
-	// (interval), $3 the worker.
+	// (interval), $3 the worker, $4 the priority lane's share
+	// (store.ClaimParams.PriorityRows).
 	ClaimSQL string
 	// InsertFeedback writes f, a store.Feedback, inside tx as the outbox
 	// row st writes for it (its events exchange, a fresh UUIDv7 event id).
