@@ -438,7 +438,7 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	case <-time.After(30 * time.Second):
 		b.Fatalf("raw baseline not ready within 30 s:\n%s", logs.String())
 	}
-	return &system{names: names, smtp: srv, pid: cmd.Process.Pid, done: done, logs: logs.String,
+	return &system{names: names, smtp: srv, pid: cmd.Process.Pid, done: done, logs: logs.String, schema: sc,
 		settle: func(b *testing.B, n int) {
 			require.Eventually(b, func() bool {
 				return sc.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent'`) == int64(n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+	"github.com/mailsvc/mailsvc/internal/store/storetest"
 )
 
 const (
@@ -129,6 +130,11 @@ type system struct {
 	pid   int             // the pipeline process
 	done  <-chan struct{} // closed once that process exited
 	logs  func() string   // its output so far
+	// schema is the system's schema (the WAL position is read through it);
+	// dbCounts, when set, reads the process's own statement and commit
+	// counters (mailsvc's /metrics).
+	schema   *storetest.Schema
+	dbCounts func(b *testing.B) budget
 	// settle waits until every one of n mails is recorded as sent and
 	// asserts exact counts; stop then ends the pipeline (SIGTERM) and
 	// fails the benchmark if it did not exit cleanly.
@@ -154,6 +160,9 @@ type benchResult struct {
 	// cpuRatioFull and cpuRatioPaced are cpuFull.total() and
 	// cpuPaced.total() over the same baseline's.
 	cpuRatioFull, cpuRatioPaced float64
+	// costFull (the mean of the full-speed runs) and costPaced are the
+	// budget's counts per mail.
+	costFull, costPaced budget
 	latency
 }
 
@@ -251,14 +260,18 @@ func runSystem(b *testing.B, name string, start starter, set benchSettings) benc
 	r := benchResult{name: name}
 	for range benchRepeats {
 		sys := start(b, set, true)
+		mark := markBudget(b, sys, sys.schema)
 		rate, cpu := measureThroughput(b, sys, benchMails)
+		r.costFull = r.costFull.add(mark.since(b, sys, sys.schema, benchMails).scale(1.0 / benchRepeats))
 		sys.stop(b)
 		r.mailsPerSec = max(r.mailsPerSec, rate)
 		r.cpuFull = r.cpuFull.add(cpu.div(benchMails * benchRepeats))
 	}
 	sys := start(b, set, false)
 	var cpu cpuUse
+	mark := markBudget(b, sys, sys.schema)
 	r.latency, cpu = measureLatency(b, sys, benchRate, benchSeconds)
+	r.costPaced = mark.since(b, sys, sys.schema, benchRate*benchSeconds)
 	sys.stop(b)
 	r.cpuPaced = cpu.div(benchRate * benchSeconds)
 	return r
@@ -307,6 +320,15 @@ func benchTable(rs []benchResult, idle cpuUse) string {
 		fmt.Fprintf(&sb, "%-30s %s %6s | %s\n", r.name, cpuCols(r.cpuFull, r.cpuRatioFull), orDash("%.2f", r.cpuRatioFloor),
 			cpuCols(r.cpuPaced, r.cpuRatioPaced))
 	}
+	fmt.Fprintf(&sb, "\nbudget per mail: %-19s %s\n", "full speed", fmt.Sprintf("%d ev/s", benchRate))
+	bcols := fmt.Sprintf("%6s %6s %7s", "stmts", "commit", "WAL B")
+	fmt.Fprintf(&sb, "%-30s %s | %s\n", "system", bcols, bcols)
+	for _, r := range rs {
+		fmt.Fprintf(&sb, "%-30s %s | %s\n", r.name, budgetCols(r.costFull), budgetCols(r.costPaced))
+	}
+	fmt.Fprintf(&sb, "%-30s %s | %s\n", "goal (mailsvc/defaults)", budgetCols(budgetGoals.full), budgetCols(budgetGoals.paced))
+	fmt.Fprintf(&sb, "stmts, commit: counted by the pipeline process itself (mailsvc_db_statements_total, mailsvc_db_commits_total; "+
+		"'-' where a baseline does not count); WAL: the server's, from pg_current_wal_lsn, other users of the server included\n")
 	fmt.Fprintf(&sb, "full speed: %d events (best mails/s, mean CPU of %d runs); latency: %d events/s for %d s\n",
 		benchMails, benchRepeats, benchRate, benchSeconds)
 	fmt.Fprintf(&sb, "ratio, cpu ratio: over the mark-per-batch baseline with the same settings\n")
@@ -515,7 +537,8 @@ func newMailsvcStack(b *testing.B, discard bool) *mailsvcStack {
 // minute, plus a millisecond per mail, for the EmailSent events.
 func (s *mailsvcStack) start(b *testing.B, set benchSettings) *system {
 	p := s.serve(set.env())
-	sys := &system{names: s.names, smtp: s.srv, pid: p.cmd.Process.Pid, done: p.done, logs: p.logs.String}
+	sys := &system{names: s.names, smtp: s.srv, pid: p.cmd.Process.Pid, done: p.done, logs: p.logs.String, schema: s.schema,
+		dbCounts: func(b *testing.B) budget { return servesDBCounts(b, p.metrics(b)) }}
 	sys.stop = func(b *testing.B) {
 		p.stop(b, 30*time.Second)
 		if st := p.cmd.ProcessState; st != nil && !st.Success() {
@@ -529,6 +552,10 @@ func (s *mailsvcStack) start(b *testing.B, set benchSettings) *system {
 		require.Equal(b, n, s.srv.Count(), "SMTP deliveries")
 		require.Equal(b, int64(n), s.schema.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`))
 		require.Equal(b, int64(n), s.sentEvents.Load(), "EmailSent events")
+		// The relay's published marks are part of each mail's cost.
+		require.Eventually(b, func() bool {
+			return s.schema.QueryInt(b, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0
+		}, time.Minute, 10*time.Millisecond, "outbox rows marked published")
 	}
 	return sys
 }
