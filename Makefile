@@ -81,7 +81,7 @@ ui-check:
 # backlog; tables on stdout),
 # then each package's own benchmarks; go test runs benchmarks one package at a time.
 bench: services bin/mailpit
-	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'EndToEnd|Backlog' -benchtime 1x -timeout 30m ./e2e/
+	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'EndToEnd|Backlog|Lanes' -benchtime 1x -timeout 30m ./e2e/
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:
