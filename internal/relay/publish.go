@@ -106,10 +106,25 @@ func (r *Relay) idle(ctx context.Context, pub *broker.Publisher) {
 	}
 }
 
+// coveredWake drops a wake-up that is pending when a round starts: every
+// wake-up is sent after its commit (the in-process Wake after the outcome's
+// transaction, a NOTIFY on delivery of the commit), so the fetch that
+// follows sees its rows. Each outbox write wakes the relay twice, in
+// process and by NOTIFY; at a low rate the second one arrived during the
+// round and started a round of its own that found nothing, one fetch per
+// event for nothing.
+func (r *Relay) coveredWake() {
+	select {
+	case <-r.wake:
+	default:
+	}
+}
+
 // round fetches due rows, publishes them, waits for the confirms, then
 // records the results in one short transaction, both fenced by the lease
 // epoch. full reports a full batch (more rows are likely due).
 func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db *store.RelayDB, epoch int64) (full bool, err error) {
+	r.coveredWake()
 	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	rows, err := db.FetchOutbox(fctx, epoch, r.cfg.BatchSize)
 	cancel()
