@@ -77,11 +77,12 @@ run: bin/mailsvc bin/mailpit
 ui-check:
 	scripts/ui-check.sh
 
-# bench: the end-to-end benchmarks first (mailsvc serve vs a raw baseline, then serve draining a
-# backlog; tables on stdout),
-# then each package's own benchmarks; go test runs benchmarks one package at a time.
+# bench: the benchmark lab first (bench/, a module of its own that make test never builds:
+# mailsvc serve vs baselines with the per-mail budget, serve draining a backlog, the priority
+# lanes; tables on stdout), then each package's own benchmarks; go test runs benchmarks one
+# package at a time.
 bench: services bin/mailpit
-	$(WITH_SERVICES) $(GO) test -run '^$$' -bench 'EndToEnd|Backlog|Lanes' -benchtime 1x -timeout 30m ./e2e/
+	$(WITH_SERVICES) cd bench && $(GO) vet . && $(GO) test -count=1 -run TestBench . && $(GO) test -run '^$$' -bench 'EndToEnd|Backlog|Lanes' -benchtime 1x -timeout 30m .
 	$(WITH_SERVICES) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./internal/...
 
 clean:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"net/mail"
 	"sort"
 	"strings"
@@ -55,7 +56,7 @@ type chaosSummary struct {
 	unpublished                   int
 }
 
-func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
+func (r *chaosRig) check(plan *chaosPlan, fb *e2etest.FeedbackQueue) {
 	t := r.t
 	sum := chaosSummary{published: len(plan.events), byStatus: map[string]int{}, dupCauses: map[string]int{}}
 	rows := r.mailRows()
@@ -68,7 +69,7 @@ func (r *chaosRig) check(plan *chaosPlan, fb *feedbackQueue) {
 		}
 	}
 	sum.stuck = sum.byStatus["sending"]
-	sum.deadLettered = queueDepth(t, r.s.names.DeadLetterQueue)
+	sum.deadLettered = queueDepth(t, r.s.Names.DeadLetterQueue)
 	var broken []string
 	for key, kind := range plan.kind {
 		ds, m := dels[key], rows[key]
@@ -397,7 +398,7 @@ func (r *chaosRig) deliveriesByKey() map[string][]delivery {
 
 // checkPublished: every outbox row reached mail.events, with message_id =
 // event_id. It returns what is broken and how many rows never arrived.
-func (r *chaosRig) checkPublished(fb *feedbackQueue) ([]string, int) {
+func (r *chaosRig) checkPublished(fb *e2etest.FeedbackQueue) ([]string, int) {
 	want := map[string]bool{}
 	r.query(`SELECT event_id::text FROM outbox`, func(scan func(...any) error) {
 		var id string
@@ -409,9 +410,9 @@ func (r *chaosRig) checkPublished(fb *feedbackQueue) ([]string, int) {
 	deadline := time.Now().Add(time.Minute)
 	for missing > 0 && time.Now().Before(deadline) {
 		select {
-		case d := <-fb.out:
-			requireContract(r.t, d)
-			var f feedback
+		case d := <-fb.Out:
+			e2etest.RequireContract(r.t, d)
+			var f e2etest.Feedback
 			require.NoError(r.t, json.Unmarshal(d.Body, &f))
 			f.MessageID = d.MessageId
 			if f.MessageID != f.EventID {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -90,7 +91,7 @@ func (r *chaosRig) step(rng *rand.Rand, end time.Time) {
 // recorded, and restarts it.
 func (r *chaosRig) kill(i int) {
 	f := r.newFault("SIGKILL", i)
-	r.procs[i].kill()
+	r.procs[i].Kill()
 	r.capture(f)
 	r.procs[i] = r.serve(i)
 	r.capture(f) // a mark in flight at the kill has landed by now
@@ -107,7 +108,7 @@ func (r *chaosRig) pause(rng *rand.Rand, i int, end time.Time) {
 		return
 	}
 	f := r.newFault("SIGSTOP", i)
-	_ = r.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
+	_ = r.procs[i].Cmd.Process.Signal(syscall.SIGSTOP)
 	r.capture(f)
 	r.pausedUntil[i], r.pauseOf[i] = time.Now().Add(d), f
 	r.note("SIGSTOP process %d (%s) for %s: %d sends started and unrecorded", i, f.worker, d.Round(time.Millisecond), len(f.inflight))
@@ -130,7 +131,7 @@ func (r *chaosRig) resumeDue() {
 		if time.Now().Before(until) {
 			continue
 		}
-		_ = r.procs[i].cmd.Process.Signal(syscall.SIGCONT)
+		_ = r.procs[i].Cmd.Process.Signal(syscall.SIGCONT)
 		r.pausedUntil[i], r.pauseOf[i] = time.Time{}, nil
 		r.note("SIGCONT process %d after %s: %d sends had started and were unrecorded %v", i,
 			time.Since(f.at).Round(time.Millisecond), len(f.inflight), keys(f.inflight))
@@ -152,7 +153,7 @@ func (r *chaosRig) vanishLeader() {
 	other := 1 - l
 	r.holes[l].Blackhole()
 	f := r.newFault("vanish", l)
-	r.procs[l].kill()
+	r.procs[l].Kill()
 	r.capture(f)
 	r.note("leader process %d (%s) vanished: database link blackholed, SIGKILL; %d sends started and unrecorded %v",
 		l, f.worker, len(f.inflight), keys(f.inflight))
@@ -234,8 +235,8 @@ func (r *chaosRig) lastsUntilNoticed(what string) {
 }
 
 // ready reports whether p's /readyz answers 200.
-func ready(p *proc) bool {
-	resp, err := metricsClient.Get(p.httpURL + "/readyz")
+func ready(p *e2etest.Proc) bool {
+	resp, err := metricsClient.Get(p.HTTPURL + "/readyz")
 	if err != nil {
 		return false
 	}
@@ -246,8 +247,8 @@ func ready(p *proc) bool {
 var metricsClient = &http.Client{Timeout: time.Second}
 
 // isLeader reads p's mailsvc_relay_leader gauge.
-func isLeader(p *proc) bool {
-	resp, err := metricsClient.Get(p.httpURL + "/metrics")
+func isLeader(p *e2etest.Proc) bool {
+	resp, err := metricsClient.Get(p.HTTPURL + "/metrics")
 	if err != nil {
 		return false
 	}

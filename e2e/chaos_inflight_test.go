@@ -83,7 +83,7 @@ type ownerLog struct {
 }
 
 func (r *chaosRig) startOwnerLog() {
-	pool, err := pgxpool.New(context.Background(), r.s.schema.URL)
+	pool, err := pgxpool.New(context.Background(), r.s.Schema.URL)
 	require.NoError(r.t, err)
 	r.owners = &ownerLog{pool: pool, owner: map[store.Fence]string{}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -43,7 +44,7 @@ func TestProviderChaos(t *testing.T) {
 func testResendOutage(t *testing.T) {
 	t.Parallel()
 	stand := resendtest.New(t, "re_chaos")
-	s := newStack(t, "127.0.0.1:25")
+	s := e2etest.NewStack(t, "127.0.0.1:25")
 	for k, v := range map[string]string{
 		"MAILSVC_SENDER_PROVIDER":     "resend",
 		"MAILSVC_RESEND_API_KEY":      "re_chaos",
@@ -51,15 +52,15 @@ func testResendOutage(t *testing.T) {
 		"MAILSVC_SENDER_MAX_ATTEMPTS": "3",
 		"MAILSVC_MAIL_MAX_EVENT_AGE":  outageMaxAge.String(),
 	} {
-		s.env[k] = v
+		s.Env[k] = v
 	}
-	_, err := s.cli("migrate")
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	s.serve(nil)
-	s.serve(nil)
-	events := make([]orderEvent, 0, outageOrders)
+	s.Serve(nil)
+	s.Serve(nil)
+	events := make([]e2etest.OrderEvent, 0, outageOrders)
 	for i := 1; i <= outageOrders; i++ {
-		events = append(events, confirmed(i, "en"))
+		events = append(events, e2etest.Confirmed(i, "en"))
 	}
 	r := &chaosRig{t: t, s: s}
 	started := time.Now()
@@ -74,7 +75,7 @@ func testResendOutage(t *testing.T) {
 	t.Logf("Resend down from %s to %s after the start; %d requests failed", down.Sub(started).Round(time.Second),
 		up.Sub(started).Round(time.Second), failed)
 
-	sc := s.schema
+	sc := s.Schema
 	require.True(t, waitUntil(3*time.Minute, func() bool {
 		return sc.QueryInt(t, `SELECT count(*) FROM mail`) == outageOrders &&
 			sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status IN ('pending', 'sending')`) == 0
@@ -134,25 +135,25 @@ func testThrottlingStorm(t *testing.T) {
 		storm = append(storm, smtptest.Delay(0), smtptest.Delay(0), smtptest.Delay(0), smtptest.Delay(0), replies[rng.IntN(len(replies))])
 	}
 	srv.Inject(smtptest.Data, storm...)
-	s := newStack(t, srv.Addr)
-	s.env["MAILSVC_SENDER_MAX_ATTEMPTS"] = "2"
-	_, err := s.cli("migrate")
+	s := e2etest.NewStack(t, srv.Addr)
+	s.Env["MAILSVC_SENDER_MAX_ATTEMPTS"] = "2"
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	procs := []*proc{s.serve(nil), s.serve(nil)}
-	events := make([]orderEvent, 0, throttleOrders)
+	procs := []*e2etest.Proc{s.Serve(nil), s.Serve(nil)}
+	events := make([]e2etest.OrderEvent, 0, throttleOrders)
 	for i := 1; i <= throttleOrders; i++ {
-		events = append(events, confirmed(i, "vi"))
+		events = append(events, e2etest.Confirmed(i, "vi"))
 	}
 	r := &chaosRig{t: t, s: s}
 	require.NoError(t, <-r.publishPacedFresh(events, 30*time.Second))
 
-	sc := s.schema
+	sc := s.Schema
 	require.True(t, waitUntil(4*time.Minute, func() bool {
 		return sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == throttleOrders
 	}), "%v", sc.QueryMap(t, `SELECT status, count(*)::text FROM mail GROUP BY 1`))
 	var throttled float64
 	for _, p := range procs {
-		throttled += metricSum(p.metrics(t), `mailsvc_provider_throttled_total{provider="smtp"}`)
+		throttled += metricSum(p.Metrics(t), `mailsvc_provider_throttled_total{provider="smtp"}`)
 	}
 	sum := map[string]int64{
 		"sent":                   sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent'`),
@@ -183,8 +184,8 @@ func metricSum(text, series string) float64 {
 
 // publishPacedFresh is publishPaced with each event's occurred_at set as
 // it is published, so that the max event age counts from the publish.
-func (r *chaosRig) publishPacedFresh(events []orderEvent, d time.Duration) <-chan error {
-	pub := newPublisher(r.t, r.s.names)
+func (r *chaosRig) publishPacedFresh(events []e2etest.OrderEvent, d time.Duration) <-chan error {
+	pub := e2etest.NewPublisher(r.t, r.s.Names)
 	every := d / time.Duration(len(events))
 	done := make(chan error, 1)
 	go func() {
@@ -192,7 +193,7 @@ func (r *chaosRig) publishPacedFresh(events []orderEvent, d time.Duration) <-cha
 		defer pace.Stop()
 		for _, ev := range events {
 			ev.OccurredAt = time.Now().UTC()
-			if err := pub.send([]orderEvent{ev}); err != nil {
+			if err := send(pub, []e2etest.OrderEvent{ev}); err != nil {
 				done <- err
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"os"
 	"strings"
 	"sync"
@@ -25,12 +26,12 @@ import (
 // and a fault-injecting SMTP server.
 type chaosRig struct {
 	t     *testing.T
-	s     *stack
+	s     *e2etest.Stack
 	smtp  *smtptest.Server
 	db    *testproxy.Proxy
 	holes [2]*testproxy.Hole
 	amqp  *testproxy.Proxy
-	procs [2]*proc
+	procs [2]*e2etest.Proc
 	host  string
 
 	owners *ownerLog
@@ -61,11 +62,11 @@ func newChaosRig(t *testing.T, plan *chaosPlan) *chaosRig {
 			return plan.lostRcpt[strings.ToLower(strings.Trim(rcpt, "<>"))]
 		},
 	})
-	s := newStack(t, srv.Addr)
+	s := e2etest.NewStack(t, srv.Addr)
 	db := testproxy.New(t, testproxy.HostPort(t, storetest.URL(), "5432"))
 	mq := testproxy.New(t, testproxy.HostPort(t, brokertest.URL(), "5672"))
 	for k, v := range map[string]string{
-		"MAILSVC_DATABASE_URL":               db.RewriteURL(t, s.schema.URL),
+		"MAILSVC_DATABASE_URL":               db.RewriteURL(t, s.Schema.URL),
 		"MAILSVC_AMQP_URL":                   mq.RewriteURL(t, brokertest.URL()),
 		"MAILSVC_SENDER_WORKERS":             fmt.Sprint(chaosWorkers),
 		"MAILSVC_SENDER_SEND_TIMEOUT":        chaosSendTimeout.String(),
@@ -77,7 +78,7 @@ func newChaosRig(t *testing.T, plan *chaosPlan) *chaosRig {
 		"MAILSVC_AMQP_RECONNECT_BACKOFF":     "100ms",
 		"MAILSVC_AMQP_RECONNECT_BACKOFF_MAX": "1s",
 	} {
-		s.env[k] = v
+		s.Env[k] = v
 	}
 	host, err := os.Hostname()
 	require.NoError(t, err)
@@ -89,14 +90,14 @@ func newChaosRig(t *testing.T, plan *chaosPlan) *chaosRig {
 }
 
 // serve starts replica i on its own database link.
-func (r *chaosRig) serve(i int) *proc {
-	return r.s.serve(map[string]string{"MAILSVC_DATABASE_URL": r.holes[i].RewriteURL(r.t, r.s.schema.URL)})
+func (r *chaosRig) serve(i int) *e2etest.Proc {
+	return r.s.Serve(map[string]string{"MAILSVC_DATABASE_URL": r.holes[i].RewriteURL(r.t, r.s.Schema.URL)})
 }
 
 // worker is the locked_by of replica i's claims (sender.Config.WorkerID:
 // hostname/pid).
 func (r *chaosRig) worker(i int) string {
-	return fmt.Sprintf("%s/%d", r.host, r.procs[i].cmd.Process.Pid)
+	return fmt.Sprintf("%s/%d", r.host, r.procs[i].Cmd.Process.Pid)
 }
 
 func (r *chaosRig) note(format string, args ...any) {
@@ -109,8 +110,8 @@ func (r *chaosRig) note(format string, args ...any) {
 // goroutine of its own (so that sends are in flight at every fault), with
 // publisher confirms, straight to RabbitMQ. The channel gets nil or the
 // first error once every batch is published.
-func (r *chaosRig) publishPaced(events []orderEvent, d time.Duration) <-chan error {
-	pub := newPublisher(r.t, r.s.names)
+func (r *chaosRig) publishPaced(events []e2etest.OrderEvent, d time.Duration) <-chan error {
+	pub := e2etest.NewPublisher(r.t, r.s.Names)
 	const batch = 20
 	batches := (len(events) + batch - 1) / batch
 	every := d / time.Duration(batches)
@@ -119,7 +120,7 @@ func (r *chaosRig) publishPaced(events []orderEvent, d time.Duration) <-chan err
 		pace := time.NewTicker(every) // the load's pace
 		defer pace.Stop()
 		for b := 0; b < batches; b++ {
-			if err := pub.send(events[b*batch : min((b+1)*batch, len(events))]); err != nil {
+			if err := send(pub, events[b*batch:min((b+1)*batch, len(events))]); err != nil {
 				done <- err
 				return
 			}
@@ -132,7 +133,7 @@ func (r *chaosRig) publishPaced(events []orderEvent, d time.Duration) <-chan err
 }
 
 // send publishes events with confirms and returns the first error.
-func (p *publisher) send(evs []orderEvent) error {
+func send(p *e2etest.Publisher, evs []e2etest.OrderEvent) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var confs []*amqp.DeferredConfirmation
@@ -145,7 +146,7 @@ func (p *publisher) send(evs []orderEvent) error {
 		if ev.EventType == "OrderCancelled" {
 			key = "order.cancelled"
 		}
-		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.ex, key, false, false, amqp.Publishing{
+		c, err := p.Ch.PublishWithDeferredConfirmWithContext(ctx, p.Ex, key, false, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: ev.EventID, Type: ev.EventType, Body: body,
 		})
 		if err != nil {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -47,7 +48,7 @@ const (
 
 // chaosPlan is the publish sequence and what each order is.
 type chaosPlan struct {
-	events []orderEvent
+	events []e2etest.OrderEvent
 	kind   map[string]orderKind // by dedupe key
 	// lostRcpt are the recipients of the lostReply orders.
 	lostRcpt map[string]bool
@@ -57,10 +58,10 @@ func (k orderKind) hasCancel() bool { return k == cancelFirst || k == cancelLate
 
 func newChaosPlan(rng *rand.Rand) *chaosPlan {
 	p := &chaosPlan{kind: map[string]orderKind{}, lostRcpt: map[string]bool{}}
-	later := map[int][]orderEvent{} // publish position -> events due then
-	schedule := func(at int, ev orderEvent) { later[at] = append(later[at], ev) }
+	later := map[int][]e2etest.OrderEvent{} // publish position -> events due then
+	schedule := func(at int, ev e2etest.OrderEvent) { later[at] = append(later[at], ev) }
 	for i := 1; i <= chaosOrders; i++ {
-		ev := confirmed(i, map[bool]string{true: "vi", false: "en"}[i%2 == 1])
+		ev := e2etest.Confirmed(i, map[bool]string{true: "vi", false: "en"}[i%2 == 1])
 		k := orderKind(0)
 		switch r := rng.IntN(100); {
 		case i%lostReplyEvery == 17:
@@ -78,18 +79,18 @@ func newChaosPlan(rng *rand.Rand) *chaosPlan {
 		p.kind[ev.DedupeKey] = k
 		switch k {
 		case cancelFirst:
-			p.events = append(p.events, cancelled(i), ev)
+			p.events = append(p.events, e2etest.Cancelled(i), ev)
 		case duplicated:
 			p.events = append(p.events, ev)
 			schedule(len(p.events)+rng.IntN(50), ev)
 		case sameIntent:
 			again := ev
-			again.EventID = newID()
+			again.EventID = e2etest.NewID()
 			p.events = append(p.events, ev)
 			schedule(len(p.events)+rng.IntN(50), again)
 		case cancelLater:
 			p.events = append(p.events, ev)
-			schedule(len(p.events)+150+rng.IntN(100), cancelled(i))
+			schedule(len(p.events)+150+rng.IntN(100), e2etest.Cancelled(i))
 		default:
 			p.events = append(p.events, ev)
 		}
@@ -133,8 +134,8 @@ func TestChaos(t *testing.T) {
 	plan := newChaosPlan(rng)
 	r := newChaosRig(t, plan)
 	r.note("random seed %d (the plan and the fault schedule derive from it)", seed)
-	fb := newFeedbackQueue(t, r.s.names)
-	_, err := r.s.cli("migrate")
+	fb := e2etest.NewFeedbackQueue(t, r.s.Names)
+	_, err := r.s.CLI("migrate")
 	require.NoError(t, err)
 	r.startOwnerLog()
 	r.procs[0], r.procs[1] = r.serve(0), r.serve(1)
@@ -171,7 +172,7 @@ func (r *chaosRig) run(rng *rand.Rand, started time.Time) {
 // settle waits until no mail has work left and every outbox row is
 // published.
 func (r *chaosRig) settle(plan *chaosPlan) {
-	sc := r.s.schema
+	sc := r.s.Schema
 	var cancels int64
 	for _, k := range plan.kind {
 		if k.hasCancel() {
@@ -193,7 +194,7 @@ func (r *chaosRig) settle(plan *chaosPlan) {
 
 // diagnose prints why the run did not settle, then fails the test.
 func (r *chaosRig) diagnose(plan *chaosPlan) {
-	sc := r.s.schema
+	sc := r.s.Schema
 	answered := sc.QueryMap(r.t, `SELECT dedupe_key, string_agg(event_type, ',') FROM outbox GROUP BY 1`)
 	statuses := sc.QueryMap(r.t, `SELECT dedupe_key, status || ' attempts=' || attempts || ' sends=' || sends || ' cancel_requested=' || cancel_requested || ' locked_by=' || coalesce(locked_by, '') FROM mail`)
 	var missing, open []string
@@ -205,13 +206,13 @@ func (r *chaosRig) diagnose(plan *chaosPlan) {
 			open = append(open, key+" "+st)
 		}
 	}
-	r.t.Logf("input queue depth %d, dead-letter queue depth %d, unpublished outbox rows %d", queueDepth(r.t, r.s.names.Queue),
-		queueDepth(r.t, r.s.names.DeadLetterQueue), sc.QueryInt(r.t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`))
+	r.t.Logf("input queue depth %d, dead-letter queue depth %d, unpublished outbox rows %d", queueDepth(r.t, r.s.Names.Queue),
+		queueDepth(r.t, r.s.Names.DeadLetterQueue), sc.QueryInt(r.t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`))
 	r.t.Logf("cancels without an answer (%d): %s", len(missing), strings.Join(missing, "\n"))
 	r.t.Logf("mails with work left (%d): %s", len(open), strings.Join(open, "\n"))
 	r.t.Logf("chaos log:\n%s", strings.Join(r.log, "\n"))
 	for i, p := range r.procs {
-		r.t.Logf("process %d log tail:\n%s", i, tail(p.logs.String(), 6000))
+		r.t.Logf("process %d log tail:\n%s", i, tail(p.Logs.String(), 6000))
 	}
 	r.t.FailNow()
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"net/mail"
 	"slices"
 	"sort"
@@ -28,21 +29,21 @@ func TestCrashMidBatch(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			srv := smtptest.New(t, smtptest.Options{DataDelay: 2 * time.Second})
-			s := newStack(t, srv.Addr)
+			s := e2etest.NewStack(t, srv.Addr)
 			env := map[string]string{"MAILSVC_SENDER_WORKERS": "2", "MAILSVC_SENDER_AMBIGUOUS_POLICY": policy,
 				"MAILSVC_SENDER_SEND_TIMEOUT": "4s", "MAILSVC_SENDER_LEASE": "14s", "MAILSVC_LOG_LEVEL": "warn"}
-			fb := newFeedbackQueue(t, s.names)
-			p := s.serve(env)
-			pub := newPublisher(t, s.names)
+			fb := e2etest.NewFeedbackQueue(t, s.Names)
+			p := s.Serve(env)
+			pub := e2etest.NewPublisher(t, s.Names)
 			const orders = 20
 			for i := 1; i <= orders; i++ {
-				pub.publish(t, confirmed(i, "vi"))
+				pub.Publish(t, e2etest.Confirmed(i, "vi"))
 			}
-			sc := s.schema
+			sc := s.Schema
 			require.Eventually(t, func() bool {
 				return srv.Count() == 4 && sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status = 'sent'`) == 2
 			}, 30*time.Second, time.Millisecond, "two mails recorded and two on the wire")
-			p.kill()
+			p.Kill()
 
 			onWire := onTheWire(t, srv, sc.QueryMap(t, `SELECT dedupe_key, status FROM mail`))
 			started := sc.QueryMap(t, `SELECT dedupe_key, status FROM mail WHERE send_started_at IS NOT NULL AND status = 'sending'`)
@@ -52,11 +53,11 @@ func TestCrashMidBatch(t *testing.T) {
 			require.LessOrEqual(t, held, int64(4), "one process holds at most workers + min(batch_size, workers) rows")
 			t.Logf("at the kill: %d rows held, on the wire %v", held, onWire)
 
-			s.serve(env)
+			s.Serve(env)
 			require.Eventually(t, func() bool {
 				return sc.QueryInt(t, `SELECT count(*) FROM mail WHERE status IN ('sent', 'unknown')`) == orders
 			}, 90*time.Second, 50*time.Millisecond, "every mail ends sent or unknown")
-			events := fb.collect(t, orders, time.Minute)
+			events := fb.Collect(t, orders, time.Minute)
 
 			perKey := deliveries(t, srv)
 			status := sc.QueryMap(t, `SELECT dedupe_key, status FROM mail`)

@@ -7,6 +7,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"strings"
 	"testing"
 	"time"
@@ -25,21 +26,21 @@ type mailState struct {
 	} `json:"feedback"`
 }
 
-func (s *stack) show(t testing.TB, key string) mailState {
+func show(t testing.TB, s *e2etest.Stack, key string) mailState {
 	t.Helper()
-	out, err := s.cli("mail", "show", key, "--json")
+	out, err := s.CLI("mail", "show", key, "--json")
 	require.NoError(t, err)
 	var m mailState
 	require.NoError(t, json.Unmarshal([]byte(out), &m))
 	return m
 }
 
-func (s *stack) waitStatus(t testing.TB, key, status string) mailState {
+func waitStatus(t testing.TB, s *e2etest.Stack, key, status string) mailState {
 	t.Helper()
 	var m mailState
 	var lastErr error
 	require.Eventually(t, func() bool {
-		out, err := s.cli("mail", "show", key, "--json")
+		out, err := s.CLI("mail", "show", key, "--json")
 		if err != nil {
 			lastErr = err
 			return false
@@ -56,62 +57,62 @@ func (s *stack) waitStatus(t testing.TB, key, status string) mailState {
 func TestEndToEnd(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
-	s := newStack(t, mp.SMTPAddr)
-	fb := newFeedbackQueue(t, s.names)
-	pub := newPublisher(t, s.names)
-	_, err := s.cli("migrate")
+	s := e2etest.NewStack(t, mp.SMTPAddr)
+	fb := e2etest.NewFeedbackQueue(t, s.Names)
+	pub := e2etest.NewPublisher(t, s.Names)
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	p := s.serve(nil)
+	p := s.Serve(nil)
 
 	const orders = 200
-	var evs []orderEvent
+	var evs []e2etest.OrderEvent
 	for i := 1; i <= orders; i++ {
-		evs = append(evs, confirmed(i, map[bool]string{true: "vi", false: "en"}[i%2 == 1]))
+		evs = append(evs, e2etest.Confirmed(i, map[bool]string{true: "vi", false: "en"}[i%2 == 1]))
 	}
-	pub.publish(t, evs...)
+	pub.Publish(t, evs...)
 	// Redeliveries (same event_id) and same-intent events (new event_id,
 	// same dedupe_key) must create nothing.
-	pub.publish(t, evs[:10]...)
+	pub.Publish(t, evs[:10]...)
 	for _, ev := range evs[10:20] {
 		again := ev
-		again.EventID = newID()
-		pub.publish(t, again)
+		again.EventID = e2etest.NewID()
+		pub.Publish(t, again)
 	}
 	// Cancel before confirm: a tombstone, and the later confirm sends nothing.
 	for i := orders + 1; i <= orders+5; i++ {
-		pub.publish(t, cancelled(i))
-		s.waitStatus(t, fmt.Sprintf("order-confirmed:%d", i), "cancelled")
-		pub.publish(t, confirmed(i, "vi"))
+		pub.Publish(t, e2etest.Cancelled(i))
+		waitStatus(t, s, fmt.Sprintf("order-confirmed:%d", i), "cancelled")
+		pub.Publish(t, e2etest.Confirmed(i, "vi"))
 	}
 	// Cancel after sent: too late, and the customer gets a cancellation
 	// notice (its own EmailSent).
-	s.waitStatus(t, "order-confirmed:1", "sent")
-	pub.publish(t, cancelled(1))
+	waitStatus(t, s, "order-confirmed:1", "sent")
+	pub.Publish(t, e2etest.Cancelled(1))
 
-	got := fb.collect(t, orders+5+1+1, 2*time.Minute)
+	got := fb.Collect(t, orders+5+1+1, 2*time.Minute)
 	require.Eventually(t, func() bool { return mp.count(t) >= orders+1 }, time.Minute, 100*time.Millisecond)
 
 	checkFeedback(t, got, orders)
 	checkMails(t, mp, orders)
 	for i := orders + 1; i <= orders+5; i++ {
-		m := s.show(t, fmt.Sprintf("order-confirmed:%d", i))
+		m := show(t, s, fmt.Sprintf("order-confirmed:%d", i))
 		require.Equal(t, "cancelled", m.Status)
 		require.Empty(t, m.EventID, "a tombstone has no event_id")
 	}
-	m := s.show(t, "order-confirmed:1")
+	m := show(t, s, "order-confirmed:1")
 	require.Equal(t, "sent", m.Status)
 	require.Equal(t, 1, m.Attempts)
 
-	metrics := p.metrics(t)
+	metrics := p.Metrics(t)
 	require.Contains(t, metrics, `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="inserted"} 200`)
 	require.Contains(t, metrics, `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="duplicate"} 25`)
-	p.stop(t, 30*time.Second)
+	p.Stop(t, 30*time.Second)
 	require.Equal(t, orders+1, mp.count(t), "no mail may arrive twice or for a cancelled order; one notice")
 }
 
 // checkFeedback: one EmailSent per order with message_id = event_id, one
 // EmailCancelled per tombstone, one EmailCancelTooLate.
-func checkFeedback(t *testing.T, got []feedback, orders int) {
+func checkFeedback(t *testing.T, got []e2etest.Feedback, orders int) {
 	t.Helper()
 	byType := map[string]map[string]int{}
 	for _, f := range got {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"io"
 	"net"
 	"os"
@@ -49,12 +50,12 @@ func rss(t *testing.T, pid int, field string) int64 {
 // grows by less than floodBound, and the probes answer during the flood.
 func TestWebhookFloodKeepsMemoryBounded(t *testing.T) {
 	smtp := smtptest.New(t, smtptest.Options{})
-	s := newStack(t, smtp.Addr)
-	hook := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := s.serve(map[string]string{"MAILSVC_WEBHOOKS_ADDR": hook,
+	s := e2etest.NewStack(t, smtp.Addr)
+	hook := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
+	p := s.Serve(map[string]string{"MAILSVC_WEBHOOKS_ADDR": hook,
 		"MAILSVC_WEBHOOKS_RESEND_SECRET": "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"})
-	waitListening(t, hook, 10*time.Second)
-	pid := p.cmd.Process.Pid
+	e2etest.WaitListening(t, hook, 10*time.Second)
+	pid := p.Cmd.Process.Pid
 	before := rss(t, pid, "VmHWM")
 
 	pad := strings.Repeat("a", 1<<20)
@@ -84,7 +85,7 @@ func TestWebhookFloodKeepsMemoryBounded(t *testing.T) {
 	wg.Wait()
 
 	// The probe port is another listener: it still answers.
-	c, err := net.Dial("tcp", strings.TrimPrefix(p.httpURL, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(p.HTTPURL, "http://"))
 	require.NoError(t, err)
 	defer c.Close()
 	_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")

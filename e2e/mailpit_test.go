@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,7 +33,7 @@ func startMailpit(t testing.TB) *mailpit {
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("Mailpit binary %s not found: run `make bin/mailpit` (or `make test`, which builds it)", bin)
 	}
-	smtpPort, httpPort := freePort(t), freePort(t)
+	smtpPort, httpPort := e2etest.FreePort(t), e2etest.FreePort(t)
 	cmd := exec.Command(bin,
 		"--smtp", "127.0.0.1:"+strconv.Itoa(smtpPort), "--listen", "127.0.0.1:"+strconv.Itoa(httpPort),
 		"--database", t.TempDir()+"/mailpit.db", "--max", "0", "--disable-version-check",
@@ -39,8 +41,8 @@ func startMailpit(t testing.TB) *mailpit {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	m := &mailpit{SMTPAddr: fmt.Sprintf("127.0.0.1:%d", smtpPort), APIURL: fmt.Sprintf("http://127.0.0.1:%d/api/v1", httpPort)}
-	waitListening(t, m.SMTPAddr, 20*time.Second)
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", httpPort), 20*time.Second)
+	e2etest.WaitListening(t, m.SMTPAddr, 20*time.Second)
+	e2etest.WaitListening(t, fmt.Sprintf("127.0.0.1:%d", httpPort), 20*time.Second)
 	return m
 }
 
@@ -101,4 +103,12 @@ func (m *mailpit) message(t testing.TB, id string) mpMessage {
 	require.NoError(t, err)
 	decodeJSON(t, r, &msg)
 	return msg
+}
+
+// decodeJSON decodes an HTTP response body into v.
+func decodeJSON(t testing.TB, r *http.Response, v any) {
+	t.Helper()
+	defer r.Body.Close()
+	require.Equal(t, 200, r.StatusCode)
+	require.NoError(t, json.NewDecoder(r.Body).Decode(v))
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"testing"
 	"time"
 
@@ -25,23 +26,23 @@ import (
 func TestPostfixLost250SettledBySuccessDSN(t *testing.T) {
 	t.Parallel()
 	remote := smtptest.New(t, smtptest.Options{})
-	bounces := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	bounces := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	pf := startPostfix(t, "bounce.mailsvc.test", bounces, remote.Addr)
 	cutter := testproxy.NewReplyCutter(t, pf.Addr)
 	cutter.LoseDataReplies(1)
-	s := newStack(t, cutter.Addr)
-	fb := newFeedbackQueue(t, s.names)
-	pub := newPublisher(t, s.names)
-	_, err := s.cli("migrate")
+	s := e2etest.NewStack(t, cutter.Addr)
+	fb := e2etest.NewFeedbackQueue(t, s.Names)
+	pub := e2etest.NewPublisher(t, s.Names)
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	s.serve(map[string]string{"MAILSVC_BOUNCES_ADDRESS": "bounces@bounce.mailsvc.test",
+	s.Serve(map[string]string{"MAILSVC_BOUNCES_ADDRESS": "bounces@bounce.mailsvc.test",
 		"MAILSVC_BOUNCES_SECRET": "a-secret-of-32-bytes-for-the-tests", "MAILSVC_BOUNCES_ADDR": bounces,
 		"MAILSVC_SENDER_AMBIGUOUS_POLICY": "unknown"})
 
-	ev := confirmed(1, "en")
+	ev := e2etest.Confirmed(1, "en")
 	ev.Data["email"] = "customer1@kept.test"
-	pub.publish(t, ev)
-	got := fb.collect(t, 3, 2*time.Minute)
+	pub.Publish(t, ev)
+	got := fb.Collect(t, 3, 2*time.Minute)
 	var seq []string
 	for _, f := range got {
 		r, _ := f.Data["reconciled_by"].(string)
@@ -55,9 +56,9 @@ func TestPostfixLost250SettledBySuccessDSN(t *testing.T) {
 		require.EqualValues(t, 1, f.Data["attempts"], "one send")
 	}
 	require.Equal(t, 1, cutter.Lost())
-	m := s.show(t, "order-confirmed:1")
+	m := show(t, s, "order-confirmed:1")
 	require.Equal(t, "sent", m.Status)
-	out, err := s.cli("mail", "show", "order-confirmed:1")
+	out, err := s.CLI("mail", "show", "order-confirmed:1")
 	require.NoError(t, err)
 	require.Contains(t, out, "settled by provider evidence: email.delivered")
 	require.Equal(t, 1, remote.Count(), "the next hop got the mail once")

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"os"
 	"os/exec"
 	"os/user"
@@ -45,7 +46,7 @@ func startPostfix(t *testing.T, bounceDomain, bounceAddr, remote string) *postfi
 	require.NoError(t, err, "the postfix package creates user postfix")
 	dir, err := os.MkdirTemp("", "mailsvc-postfix-")
 	require.NoError(t, err)
-	p := &postfix{dir: dir, conf: filepath.Join(dir, "conf"), Addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	p := &postfix{dir: dir, conf: filepath.Join(dir, "conf"), Addr: fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))}
 	for _, d := range []string{p.conf, filepath.Join(dir, "queue"), filepath.Join(dir, "data")} {
 		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
@@ -68,7 +69,7 @@ func startPostfix(t *testing.T, bounceDomain, bounceAddr, remote string) *postfi
 		b, _ := os.ReadFile(filepath.Join(dir, "maillog"))
 		t.Fatalf("postfix start: %v %s\n%s", err, out, b)
 	}
-	waitListening(t, p.Addr, 20*time.Second)
+	e2etest.WaitListening(t, p.Addr, 20*time.Second)
 	return p
 }
 
@@ -144,33 +145,33 @@ func TestPostfixBounceComesBack(t *testing.T) {
 		refusals = append(refusals, smtptest.ReplyText(550, "5.1.1 user unknown"))
 	}
 	remote.Inject(smtptest.Rcpt, refusals...)
-	bounces := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	bounces := fmt.Sprintf("127.0.0.1:%d", e2etest.FreePort(t))
 	pf := startPostfix(t, "bounce.mailsvc.test", bounces, remote.Addr)
-	s := newStack(t, pf.Addr)
-	fb := newFeedbackQueue(t, s.names)
-	pub := newPublisher(t, s.names)
-	_, err := s.cli("migrate")
+	s := e2etest.NewStack(t, pf.Addr)
+	fb := e2etest.NewFeedbackQueue(t, s.Names)
+	pub := e2etest.NewPublisher(t, s.Names)
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	s.serve(map[string]string{"MAILSVC_BOUNCES_ADDRESS": "bounces@bounce.mailsvc.test",
+	s.Serve(map[string]string{"MAILSVC_BOUNCES_ADDRESS": "bounces@bounce.mailsvc.test",
 		"MAILSVC_BOUNCES_SECRET": "a-secret-of-32-bytes-for-the-tests", "MAILSVC_BOUNCES_ADDR": bounces})
 
 	domain := map[int]string{0: "good.test", 1: "nowhere.test", 2: "rejected.test"}
-	var evs []orderEvent
+	var evs []e2etest.OrderEvent
 	for i := 1; i <= 12; i++ {
-		ev := confirmed(i, "en")
+		ev := e2etest.Confirmed(i, "en")
 		ev.Data["email"] = fmt.Sprintf("customer%d@%s", i, domain[(i-1)/4])
 		evs = append(evs, ev)
 	}
-	pub.publish(t, evs...)
-	got := fb.collect(t, 20, 2*time.Minute)
+	pub.Publish(t, evs...)
+	got := fb.Collect(t, 20, 2*time.Minute)
 	require.Equal(t, map[string]int{"EmailSent": 8, "EmailDelivered": 4, "EmailBounced": 4, "EmailFailed": 4}, countTypes(got))
-	last := map[string]feedback{}
+	last := map[string]e2etest.Feedback{}
 	for _, f := range got {
 		last[f.DedupeKey] = f // in publish order: each mail's final report last
 	}
 	for i := 1; i <= 12; i++ {
 		key := fmt.Sprintf("order-confirmed:%d", i)
-		f, status := last[key], s.show(t, key).Status
+		f, status := last[key], show(t, s, key).Status
 		switch domain[(i-1)/4] {
 		case "good.test":
 			require.Equal(t, "EmailDelivered", f.EventType, key, "Postfix's success report (bounces.notify asks for SUCCESS)")
@@ -187,12 +188,12 @@ func TestPostfixBounceComesBack(t *testing.T) {
 			require.Equal(t, "failed", status, key)
 		}
 	}
-	out, err := s.cli("suppression", "list")
+	out, err := s.CLI("suppression", "list")
 	require.NoError(t, err)
 	require.Equal(t, 4, strings.Count(out, " dsn/bounce "), out)
 	require.Equal(t, 4, strings.Count(out, " smtp/reject "), out)
 	require.Equal(t, 4, remote.MailCommands(), "Postfix handed each bounced mail on once")
-	out, err = s.cli("suppression", "show", "customer5@nowhere.test")
+	out, err = s.CLI("suppression", "show", "customer5@nowhere.test")
 	require.NoError(t, err)
 	require.Contains(t, out, "permanent bounce 5.1.1")
 }

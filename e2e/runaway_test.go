@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,7 @@ import (
 )
 
 // countTypes counts feedback events by type.
-func countTypes(fs []feedback) map[string]int {
+func countTypes(fs []e2etest.Feedback) map[string]int {
 	n := map[string]int{}
 	for _, f := range fs {
 		n[f.EventType]++
@@ -24,39 +25,39 @@ func countTypes(fs []feedback) map[string]int {
 func TestRunawayProducerIsHeld(t *testing.T) {
 	t.Parallel()
 	mp := startMailpit(t)
-	s := newStack(t, mp.SMTPAddr)
-	fb := newFeedbackQueue(t, s.names)
-	pub := newPublisher(t, s.names)
-	_, err := s.cli("migrate")
+	s := e2etest.NewStack(t, mp.SMTPAddr)
+	fb := e2etest.NewFeedbackQueue(t, s.Names)
+	pub := e2etest.NewPublisher(t, s.Names)
+	_, err := s.CLI("migrate")
 	require.NoError(t, err)
-	p := s.serve(map[string]string{"MAILSVC_MAIL_RECIPIENT_LIMIT": "5"})
+	p := s.Serve(map[string]string{"MAILSVC_MAIL_RECIPIENT_LIMIT": "5"})
 
-	var evs []orderEvent
+	var evs []e2etest.OrderEvent
 	for i := 1; i <= 30; i++ {
-		ev := confirmed(i, "en")
+		ev := e2etest.Confirmed(i, "en")
 		ev.Data["email"] = map[bool]string{true: "Runaway@Example.com", false: "runaway@example.com"}[i%2 == 0]
 		evs = append(evs, ev)
 	}
-	pub.publish(t, evs...)
-	require.Equal(t, map[string]int{"EmailSent": 5}, countTypes(fb.collect(t, 5, time.Minute)))
+	pub.Publish(t, evs...)
+	require.Equal(t, map[string]int{"EmailSent": 5}, countTypes(fb.Collect(t, 5, time.Minute)))
 	var held string
 	require.Eventually(t, func() bool {
-		held, err = s.cli("mail", "list", "--status", "held", "--limit", "100")
+		held, err = s.CLI("mail", "list", "--status", "held", "--limit", "100")
 		return err == nil && strings.Count(held, "order-confirmed:") == 25
 	}, 30*time.Second, 100*time.Millisecond, "held: %s", held)
-	require.Contains(t, p.metrics(t), `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="held"} 25`)
+	require.Contains(t, p.Metrics(t), `mailsvc_events_consumed_total{event_type="OrderConfirmed",outcome="held"} 25`)
 	require.Equal(t, 5, mp.count(t))
 
-	out, err := s.cli("mail", "release", "--to", "RUNAWAY@example.com", "--limit", "10")
+	out, err := s.CLI("mail", "release", "--to", "RUNAWAY@example.com", "--limit", "10")
 	require.NoError(t, err)
 	require.Equal(t, "released 10 held mail(s)\n", out)
-	require.Equal(t, map[string]int{"EmailSent": 10}, countTypes(fb.collect(t, 10, time.Minute)))
-	_, err = s.cli("mail", "cancel-held")
+	require.Equal(t, map[string]int{"EmailSent": 10}, countTypes(fb.Collect(t, 10, time.Minute)))
+	_, err = s.CLI("mail", "cancel-held")
 	require.ErrorContains(t, err, "--to ADDRESS or --all")
-	out, err = s.cli("mail", "cancel-held", "--all")
+	out, err = s.CLI("mail", "cancel-held", "--all")
 	require.NoError(t, err)
 	require.Equal(t, "cancelled 15 held mail(s)\n", out)
-	require.Equal(t, map[string]int{"EmailCancelled": 15}, countTypes(fb.collect(t, 15, time.Minute)))
-	p.stop(t, 30*time.Second)
+	require.Equal(t, map[string]int{"EmailCancelled": 15}, countTypes(fb.Collect(t, 15, time.Minute)))
+	p.Stop(t, 30*time.Second)
 	require.Equal(t, 15, mp.count(t), "each released mail arrives once, no cancelled one")
 }

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 // The raw baseline of BenchmarkEndToEnd: the least work that still takes an
 // event from the broker to an SMTP server through PostgreSQL, built here in
@@ -6,10 +6,10 @@ package e2e
 // yardstick, not a design: it validates nothing, renders no template (a
 // one-line subject and body, plus set.padBytes of filler in each body when
 // set) and, but for the floor variant (set.render and set.feedback,
-// bench_floor_test.go: mails rendered with mailsvc's templates, one
+// floor_test.go: mails rendered with mailsvc's templates, one
 // EmailSent per mail through a transactional queue and a confirming
 // relay), writes no feedback event and publishes nothing. The variants that
-// record each send as mailsvc's promise asks are in bench_recorded_test.go.
+// record each send as mailsvc's promise asks are in recorded_test.go.
 // SQL in test code is acceptable here for that reason only; mailsvc's own
 // SQL lives in internal/store. The child parses events itself (rawEvent)
 // rather than through mailsvc's consumer, which it is measured against.
@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"io"
 	"net"
 	"os"
@@ -403,7 +404,7 @@ func startBaseline(b *testing.B, set benchSettings, discard bool) *system {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), rawConfig{set: set, dbURL: sc.URL, amqpURL: brokertest.URL(), queue: names.Queue,
 		smtpAddr: srv.Addr, eventsExchange: names.EventsExchange}.rawEnv()...)
-	logs := &syncBuffer{}
+	logs := &e2etest.SyncBuffer{}
 	cmd.Stderr = logs
 	// A pipe of our own, not StdoutPipe: Wait does not close it, so the
 	// "ready" line is read even if the process exits right after it.

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 // CPU and memory accounting for the benchmarks, read from Linux's /proc:
 // the whole pipeline's CPU is the pipeline process's (mailsvc serve, or the

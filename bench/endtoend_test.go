@@ -1,10 +1,11 @@
-package e2e
+package bench
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"net/mail"
 	"os"
 	"slices"
@@ -50,7 +51,7 @@ type benchSettings struct {
 	// one per claimed batch.
 	markPerRow bool
 	// recordEach is baseline only: the least recording mailsvc's promise
-	// asks (bench_recorded_test.go): each mail's send marked started,
+	// asks (recorded_test.go): each mail's send marked started,
 	// and its outcome recorded, before the worker's next send, the
 	// workers' writes group-committed.
 	recordEach bool
@@ -65,7 +66,7 @@ type benchSettings struct {
 	// feedback (with recordLog) is baseline only: the statement that
 	// marks a batch sent also writes one EmailSent per mail to the
 	// floor's event queue, and a relay publishes them with confirms
-	// (bench_floor_test.go).
+	// (floor_test.go).
 	feedback bool
 }
 
@@ -86,7 +87,7 @@ var (
 	recordedLogSettings = benchSettings{name: "defaults-recorded-log", workers: 8, sendBatch: 50, prefetch: 200, ingestBatch: 100,
 		poll: time.Second, recordEach: true, recordLog: true}
 	// floorSettings are recordedLogSettings for the floor baseline
-	// (bench_floor_test.go), the job mailsvc does with nothing beyond its
+	// (floor_test.go), the job mailsvc does with nothing beyond its
 	// promise and its contract: mailsvc's rendered mails, and one
 	// EmailSent per mail queued with its batch's sent mark and published
 	// with confirms.
@@ -169,8 +170,8 @@ type benchResult struct {
 // BenchmarkEndToEnd measures, in one invocation, the raw baseline (marking
 // mails sent per batch, with the default, the tuned and the big-mail
 // settings; with the defaults also per row, recording each send as
-// mailsvc's promise asks (bench_recorded_test.go), and as the floor
-// (bench_floor_test.go)) and mailsvc (a real `mailsvc serve` process) with
+// mailsvc's promise asks (recorded_test.go), and as the floor
+// (floor_test.go)) and mailsvc (a real `mailsvc serve` process) with
 // the default and the tuned settings: events
 // published to the real broker until the SMTP server on loopback accepted
 // the mails. Each system does benchRepeats full-speed runs of benchMails
@@ -200,7 +201,7 @@ type benchResult struct {
 // of them included). b.N is ignored: one invocation takes about 3 minutes.
 // Run it with
 //
-//	go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 20m ./e2e/
+//	go test -run '^$' -bench EndToEnd -benchtime 1x -timeout 20m . (in bench/)
 func BenchmarkEndToEnd(b *testing.B) {
 	idle := measureIdle(b, idleWindow)
 	var results []benchResult
@@ -367,7 +368,7 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 func benchBodies(b *testing.B, n int) [][]byte {
 	bodies := make([][]byte, n)
 	for i := range bodies {
-		ev := confirmed(i+1, map[bool]string{true: "vi", false: "en"}[i%2 == 0])
+		ev := e2etest.Confirmed(i+1, map[bool]string{true: "vi", false: "en"}[i%2 == 0])
 		body, err := json.Marshal(ev)
 		require.NoError(b, err)
 		bodies[i] = body
@@ -377,28 +378,28 @@ func benchBodies(b *testing.B, n int) [][]byte {
 
 // benchPublisher publishes with deferred confirms, checked at the end.
 type benchPublisher struct {
-	*publisher
+	*e2etest.Publisher
 	confs []*amqp.DeferredConfirmation
 }
 
 func newBenchPublisher(b *testing.B, n *brokertest.Names) *benchPublisher {
-	return &benchPublisher{publisher: newPublisher(b, n)}
+	return &benchPublisher{Publisher: e2etest.NewPublisher(b, n)}
 }
 
-func (p *benchPublisher) publish(b *testing.B, body []byte) {
+func (p *benchPublisher) publishBody(b *testing.B, body []byte) {
 	var ev struct {
 		EventID string `json:"event_id"`
 	}
 	require.NoError(b, json.Unmarshal(body, &ev))
-	c, err := p.ch.PublishWithDeferredConfirmWithContext(context.Background(), p.ex, "order.confirmed", false, false, amqp.Publishing{
+	c, err := p.Ch.PublishWithDeferredConfirmWithContext(context.Background(), p.Ex, "order.confirmed", false, false, amqp.Publishing{
 		ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: ev.EventID, Type: "OrderConfirmed", Body: body,
 	})
 	require.NoError(b, err)
 	p.confs = append(p.confs, c)
 }
 
-// confirmed waits until the broker confirmed every publish.
-func (p *benchPublisher) confirmed(b *testing.B) {
+// confirmAll waits until the broker confirmed every publish.
+func (p *benchPublisher) confirmAll(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range p.confs {
@@ -436,11 +437,11 @@ func measureThroughput(b *testing.B, sys *system, n int) (float64, cpuUse) {
 	before := cpuSnapshot(b, sys.pid)
 	start := time.Now()
 	for _, body := range bodies {
-		pub.publish(b, body)
+		pub.publishBody(b, body)
 	}
 	waitCount(b, sys, n, 2*time.Minute)
 	elapsed := time.Since(start)
-	pub.confirmed(b)
+	pub.confirmAll(b)
 	sys.settle(b, n)
 	return float64(n) / elapsed.Seconds(), cpuSnapshot(b, sys.pid).since(before)
 }
@@ -470,14 +471,14 @@ func measureLatency(b *testing.B, sys *system, rate, secs int) (latency, cpuUse)
 		due := min(total, 1+int(time.Since(start).Seconds()*float64(rate)))
 		for ; i < due; i++ {
 			sent[i+1] = time.Now()
-			pub.publish(b, bodies[i])
+			pub.publishBody(b, bodies[i])
 		}
 		<-tick.C
 	}
 	tick.Stop()
 	offered := float64(total) / sent[total].Sub(start).Seconds()
 	waitCount(b, sys, total, time.Minute)
-	pub.confirmed(b)
+	pub.confirmAll(b)
 	lat := make([]time.Duration, 0, total)
 	size := 0
 	for _, m := range sys.smtp.Messages() {
@@ -512,37 +513,37 @@ func startMailsvc(b *testing.B, set benchSettings, discard bool) *system {
 // mailsvcStack is a fresh stack for mailsvc serve, with its SMTP server
 // and a queue that counts its EmailSent feedback events.
 type mailsvcStack struct {
-	*stack
+	*e2etest.Stack
 	srv        *smtptest.Server
 	sentEvents *atomic.Int64
 }
 
 func newMailsvcStack(b *testing.B, discard bool) *mailsvcStack {
 	srv := smtptest.New(b, smtptest.Options{Discard: discard})
-	s := newStack(b, srv.Addr)
-	fb := newFeedbackQueue(b, s.names)
+	s := e2etest.NewStack(b, srv.Addr)
+	fb := e2etest.NewFeedbackQueue(b, s.Names)
 	var sentEvents atomic.Int64
 	go func() {
-		for d := range fb.out {
+		for d := range fb.Out {
 			if d.RoutingKey == "email.sent" {
 				sentEvents.Add(1)
 			}
 		}
 	}()
-	newPublisher(b, s.names) // declares the input exchange before serve
-	return &mailsvcStack{stack: s, srv: srv, sentEvents: &sentEvents}
+	e2etest.NewPublisher(b, s.Names) // declares the input exchange before serve
+	return &mailsvcStack{Stack: s, srv: srv, sentEvents: &sentEvents}
 }
 
 // start starts `mailsvc serve` with the settings; settle waits up to a
 // minute, plus a millisecond per mail, for the EmailSent events.
 func (s *mailsvcStack) start(b *testing.B, set benchSettings) *system {
-	p := s.serve(set.env())
-	sys := &system{names: s.names, smtp: s.srv, pid: p.cmd.Process.Pid, done: p.done, logs: p.logs.String, schema: s.schema,
-		dbCounts: func(b *testing.B) budget { return servesDBCounts(b, p.metrics(b)) }}
+	p := s.Serve(set.env())
+	sys := &system{names: s.Names, smtp: s.srv, pid: p.Cmd.Process.Pid, done: p.Done, logs: p.Logs.String, schema: s.Schema,
+		dbCounts: func(b *testing.B) budget { return servesDBCounts(b, p.Metrics(b)) }}
 	sys.stop = func(b *testing.B) {
-		p.stop(b, 30*time.Second)
-		if st := p.cmd.ProcessState; st != nil && !st.Success() {
-			b.Errorf("mailsvc serve: %v:\n%s", st, p.logs.String())
+		p.Stop(b, 30*time.Second)
+		if st := p.Cmd.ProcessState; st != nil && !st.Success() {
+			b.Errorf("mailsvc serve: %v:\n%s", st, p.Logs.String())
 		}
 	}
 	sys.settle = func(b *testing.B, n int) {
@@ -550,11 +551,11 @@ func (s *mailsvcStack) start(b *testing.B, set benchSettings) *system {
 		require.Eventually(b, func() bool { return s.sentEvents.Load() >= int64(n) }, within, 10*time.Millisecond,
 			"EmailSent events, want %d", n)
 		require.Equal(b, n, s.srv.Count(), "SMTP deliveries")
-		require.Equal(b, int64(n), s.schema.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`))
+		require.Equal(b, int64(n), s.Schema.QueryInt(b, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1`))
 		require.Equal(b, int64(n), s.sentEvents.Load(), "EmailSent events")
 		// The relay's published marks are part of each mail's cost.
 		require.Eventually(b, func() bool {
-			return s.schema.QueryInt(b, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0
+			return s.Schema.QueryInt(b, `SELECT count(*) FROM outbox WHERE published_at IS NULL`) == 0
 		}, time.Minute, 10*time.Millisecond, "outbox rows marked published")
 	}
 	return sys

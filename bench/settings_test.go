@@ -1,6 +1,7 @@
-package e2e
+package bench
 
 import (
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"os/exec"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 // the config sets nothing (what `mailsvc config check` prints with only
 // mail.from set), or the figures describe a configuration nobody runs.
 func TestBenchDefaultsAreTheConfigDefaults(t *testing.T) {
-	cmd := exec.Command(binPath, "config", "check")
+	cmd := exec.Command(e2etest.Binary, "config", "check")
 	cmd.Env = []string{"MAILSVC_MAIL_FROM=Shop <orders@example.com>"}
 	out, err := cmd.Output()
 	require.NoError(t, err, "mailsvc config check: %s", out)

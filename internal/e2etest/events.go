@@ -1,4 +1,4 @@
-package e2e
+package e2etest
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker/brokertest"
 )
 
-// orderEvent is an input event as an order service publishes it
+// OrderEvent is an input event as an order service publishes it
 // (docs/contract.md, "Input").
-type orderEvent struct {
+type OrderEvent struct {
 	EventID    string         `json:"event_id"`
 	EventType  string         `json:"event_type"`
 	Version    int            `json:"version"`
@@ -26,49 +26,52 @@ type orderEvent struct {
 	Data       map[string]any `json:"data"`
 }
 
-type item struct {
+// Item is one line of an order (data.items[]).
+type Item struct {
 	SKU       string `json:"sku"`
 	Name      string `json:"name"`
 	Quantity  int    `json:"quantity"`
 	UnitPrice string `json:"unit_price"`
 }
 
-// confirmed builds an OrderConfirmed for order id; vi customers buy in VND,
+// Confirmed builds an OrderConfirmed for order id; vi customers buy in VND,
 // en customers in USD.
-func confirmed(id int, locale string) orderEvent {
+func Confirmed(id int, locale string) OrderEvent {
 	oid := fmt.Sprint(id)
 	data := map[string]any{
 		"order_id": oid, "email": fmt.Sprintf("customer%d@example.com", id), "locale": locale,
 	}
 	if locale == "vi" {
 		data["customer_name"], data["currency"], data["total"] = "Nguyễn Văn B", "VND", "1250000"
-		data["items"] = []item{{"SKU-1", "Áo thun", 2, "625000"}}
+		data["items"] = []Item{{"SKU-1", "Áo thun", 2, "625000"}}
 	} else {
 		data["customer_name"], data["currency"], data["total"] = "Jane Doe", "USD", "25.50"
-		data["items"] = []item{{"SKU-2", "T-shirt", 1, "12.50"}, {"SKU-3", "Socks", 2, "6.50"}}
+		data["items"] = []Item{{"SKU-2", "T-shirt", 1, "12.50"}, {"SKU-3", "Socks", 2, "6.50"}}
 	}
-	return orderEvent{EventID: newID(), EventType: "OrderConfirmed", Version: 1, OccurredAt: time.Now().UTC(),
+	return OrderEvent{EventID: NewID(), EventType: "OrderConfirmed", Version: 1, OccurredAt: time.Now().UTC(),
 		DedupeKey: "order-confirmed:" + oid, Data: data}
 }
 
-func cancelled(id int) orderEvent {
-	return orderEvent{EventID: newID(), EventType: "OrderCancelled", Version: 1, OccurredAt: time.Now().UTC(),
+// Cancelled builds an OrderCancelled of revision 1 for order id.
+func Cancelled(id int) OrderEvent {
+	return OrderEvent{EventID: NewID(), EventType: "OrderCancelled", Version: 1, OccurredAt: time.Now().UTC(),
 		DedupeKey: fmt.Sprintf("order-cancelled:%d", id), Data: map[string]any{"order_id": fmt.Sprint(id), "reason": "customer request"}}
 }
 
-func newID() string { return uuid.Must(uuid.NewV7()).String() }
+// NewID returns a fresh UUIDv7 event id.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
 
-// publisher is an independent AMQP publisher (not mailsvc's code) with
-// publisher confirms.
-type publisher struct {
-	conn *amqp.Connection
-	ch   *amqp.Channel
-	ex   string
+// Publisher is an independent AMQP Publisher (not mailsvc's code) with
+// Publisher confirms.
+type Publisher struct {
+	Conn *amqp.Connection
+	Ch   *amqp.Channel
+	Ex   string
 }
 
-// newPublisher declares the input exchange (as the order service's own
-// topology would) and returns a confirming publisher.
-func newPublisher(t testing.TB, n *brokertest.Names) *publisher {
+// NewPublisher declares the input exchange (as the order service's own
+// topology would) and returns a confirming Publisher.
+func NewPublisher(t testing.TB, n *brokertest.Names) *Publisher {
 	t.Helper()
 	conn := brokertest.DialRaw(t)
 	t.Cleanup(func() { conn.Close() })
@@ -76,11 +79,11 @@ func newPublisher(t testing.TB, n *brokertest.Names) *publisher {
 	require.NoError(t, err)
 	require.NoError(t, ch.ExchangeDeclare(n.InputExchange, "topic", true, false, false, false, nil))
 	require.NoError(t, ch.Confirm(false))
-	return &publisher{conn: conn, ch: ch, ex: n.InputExchange}
+	return &Publisher{Conn: conn, Ch: ch, Ex: n.InputExchange}
 }
 
-// publish sends events with confirms, routing by event type.
-func (p *publisher) publish(t testing.TB, evs ...orderEvent) {
+// Publish sends events with confirms, routing by event type.
+func (p *Publisher) Publish(t testing.TB, evs ...OrderEvent) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -92,7 +95,7 @@ func (p *publisher) publish(t testing.TB, evs ...orderEvent) {
 		if ev.EventType == "OrderCancelled" {
 			key = "order.cancelled"
 		}
-		c, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.ex, key, false, false, amqp.Publishing{
+		c, err := p.Ch.PublishWithDeferredConfirmWithContext(ctx, p.Ex, key, false, false, amqp.Publishing{
 			ContentType: "application/json", DeliveryMode: amqp.Persistent, MessageId: ev.EventID, Type: ev.EventType, Body: body,
 		})
 		require.NoError(t, err)
@@ -105,8 +108,8 @@ func (p *publisher) publish(t testing.TB, evs ...orderEvent) {
 	}
 }
 
-// feedback is an output event read from mail.events.
-type feedback struct {
+// Feedback is an output event read from mail.events.
+type Feedback struct {
 	MessageID  string
 	RoutingKey string
 	EventID    string         `json:"event_id"`
@@ -115,14 +118,15 @@ type feedback struct {
 	Data       map[string]any `json:"data"`
 }
 
-// feedbackQueue binds a queue to the events exchange (declared here as
+// FeedbackQueue binds a queue to the events exchange (declared here as
 // mailsvc declares it: topic, durable) and collects every event.
-type feedbackQueue struct {
-	ch  *amqp.Channel
-	out <-chan amqp.Delivery
+type FeedbackQueue struct {
+	Ch  *amqp.Channel
+	Out <-chan amqp.Delivery
 }
 
-func newFeedbackQueue(t testing.TB, n *brokertest.Names) *feedbackQueue {
+// NewFeedbackQueue binds a queue of the test's own to the events exchange.
+func NewFeedbackQueue(t testing.TB, n *brokertest.Names) *FeedbackQueue {
 	t.Helper()
 	conn := brokertest.DialRaw(t)
 	t.Cleanup(func() { conn.Close() })
@@ -134,21 +138,21 @@ func newFeedbackQueue(t testing.TB, n *brokertest.Names) *feedbackQueue {
 	require.NoError(t, ch.QueueBind(n.EventsQueue, "#", n.EventsExchange, false, nil))
 	out, err := ch.Consume(n.EventsQueue, "", true, false, false, false, nil)
 	require.NoError(t, err)
-	return &feedbackQueue{ch: ch, out: out}
+	return &FeedbackQueue{Ch: ch, Out: out}
 }
 
-// collect reads events until want distinct ones (by event_id) arrived,
+// Collect reads events until want distinct ones (by event_id) arrived,
 // or fails once within passed.
-func (q *feedbackQueue) collect(t testing.TB, want int, within time.Duration) []feedback {
+func (q *FeedbackQueue) Collect(t testing.TB, want int, within time.Duration) []Feedback {
 	t.Helper()
-	var got []feedback
+	var got []Feedback
 	seen := map[string]bool{}
 	deadline := time.After(within)
 	for len(got) < want {
 		select {
-		case d := <-q.out:
-			requireContract(t, d)
-			var f feedback
+		case d := <-q.Out:
+			RequireContract(t, d)
+			var f Feedback
 			require.NoError(t, json.Unmarshal(d.Body, &f))
 			f.MessageID, f.RoutingKey = d.MessageId, d.RoutingKey
 			if seen[f.EventID] {
@@ -160,18 +164,18 @@ func (q *feedbackQueue) collect(t testing.TB, want int, within time.Duration) []
 			seen[f.EventID] = true
 			got = append(got, f)
 		case <-deadline:
-			t.Fatalf("got %d feedback events, want %d", len(got), want)
+			t.Fatalf("got %d Feedback events, want %d", len(got), want)
 		}
 	}
 	return got
 }
 
-// requireContract fails the test unless d is a feedback event as
+// RequireContract fails the test unless d is a Feedback event as
 // api/asyncapi.yaml describes it: its body valid by its type's schema, its
 // routing key and properties those of the document.
-func requireContract(t testing.TB, d amqp.Delivery) {
+func RequireContract(t testing.TB, d amqp.Delivery) {
 	t.Helper()
 	reasons := api.ValidateFeedbackMessage(api.Message{RoutingKey: d.RoutingKey, MessageID: d.MessageId, Type: d.Type,
 		ContentType: d.ContentType, Persistent: d.DeliveryMode == amqp.Persistent, Body: d.Body})
-	require.Empty(t, reasons, "a feedback event breaks the contract (api/asyncapi.yaml): %s", d.Body)
+	require.Empty(t, reasons, "a Feedback event breaks the contract (api/asyncapi.yaml): %s", d.Body)
 }

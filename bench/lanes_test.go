@@ -1,9 +1,10 @@
-package e2e
+package bench
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"net/mail"
 	"slices"
 	"strings"
@@ -43,25 +44,25 @@ const (
 // p99 <= 2 s, bulk rate after >= 75 % of before. Exact counts: each
 // priority mail delivered once. Run it with
 //
-//	go test -run '^$' -bench Lanes -benchtime 1x -timeout 10m ./e2e/
+//	go test -run '^$' -bench Lanes -benchtime 1x -timeout 10m . (in bench/)
 func BenchmarkLanes(b *testing.B) {
 	srv := smtptest.New(b, smtptest.Options{})
-	s := newStack(b, srv.Addr)
-	pub := newPublisher(b, s.names)
-	p := s.serve(defaultSettings.env())
-	defer p.stop(b, 30*time.Second)
+	s := e2etest.NewStack(b, srv.Addr)
+	pub := e2etest.NewPublisher(b, s.Names)
+	p := s.Serve(defaultSettings.env())
+	defer p.Stop(b, 30*time.Second)
 
 	// The burst's orders, confirmed and sent before the backlog exists.
-	var orders []orderEvent
+	var orders []e2etest.OrderEvent
 	for i := range 2 * lanesBurst {
-		orders = append(orders, confirmed(lanesOrder+i, "vi"))
+		orders = append(orders, e2etest.Confirmed(lanesOrder+i, "vi"))
 	}
-	pub.publish(b, orders...)
+	pub.Publish(b, orders...)
 	waitSMTP(b, srv, len(orders), time.Minute)
 
 	srv.SetDataDelay(time.Second * time.Duration(defaultSettings.workers) / lanesRelayRate)
 	ctx := context.Background()
-	require.NoError(b, storetest.Seed(ctx, s.schema.Store, "bulk-", mailtype.StatusPending, lanesBacklog))
+	require.NoError(b, storetest.Seed(ctx, s.Schema.Store, "bulk-", mailtype.StatusPending, lanesBacklog))
 	warm := srv.Count() + 2*lanesRelayRate
 	waitSMTP(b, srv, warm, time.Minute)
 	windowStart := time.Now()
@@ -70,21 +71,21 @@ func BenchmarkLanes(b *testing.B) {
 	asked := map[string]time.Time{}
 	burstAt := time.Now()
 	for i := range lanesBurst {
-		key, err := s.schema.Store.Resend(ctx, fmt.Sprintf("order-confirmed:%d", lanesOrder+i), "shop.example", "bench")
+		key, err := s.Schema.Store.Resend(ctx, fmt.Sprintf("order-confirmed:%d", lanesOrder+i), "shop.example", "bench")
 		require.NoError(b, err)
 		asked[key] = time.Now()
 	}
-	var cancels []orderEvent
+	var cancels []e2etest.OrderEvent
 	for i := lanesBurst; i < 2*lanesBurst; i++ {
-		cancels = append(cancels, cancelled(lanesOrder+i))
+		cancels = append(cancels, e2etest.Cancelled(lanesOrder+i))
 	}
-	pub.publish(b, cancels...)
+	pub.Publish(b, cancels...)
 	for i := lanesBurst; i < 2*lanesBurst; i++ {
 		asked[mailtype.CancelNoticeKey(fmt.Sprint(lanesOrder+i), 1)] = time.Now()
 	}
 	<-time.After(time.Until(burstAt.Add(lanesWindow))) // the second window
 	r := lanesResult(b, srv.Messages(), asked, windowStart, burstAt)
-	r.claimed = claimedByLane(b, p.metrics(b))
+	r.claimed = claimedByLane(b, p.Metrics(b))
 	fmt.Println(r)
 }
 

@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"fmt"
@@ -33,7 +33,7 @@ const backlogMails = 100_000
 // n is backlogMails, or MAILSVC_BENCH_BACKLOG (for example 20000 for a
 // quick run). b.N is ignored; with 100,000 events it takes a few minutes:
 //
-//	go test -run '^$' -bench Backlog -benchtime 1x -timeout 30m ./e2e/
+//	go test -run '^$' -bench Backlog -benchtime 1x -timeout 30m . (in bench/)
 func BenchmarkBacklog(b *testing.B) {
 	n := backlogMails
 	if v := os.Getenv("MAILSVC_BENCH_BACKLOG"); v != "" {
@@ -44,9 +44,9 @@ func BenchmarkBacklog(b *testing.B) {
 	}
 	s := newMailsvcStack(b, true)
 	set := defaultSettings
-	first := s.serve(set.env())
-	first.stop(b, 30*time.Second)
-	require.True(b, first.cmd.ProcessState.Success(), "first mailsvc serve: %v:\n%s", first.cmd.ProcessState, first.logs.String())
+	first := s.Serve(set.env())
+	first.Stop(b, 30*time.Second)
+	require.True(b, first.Cmd.ProcessState.Success(), "first mailsvc serve: %v:\n%s", first.Cmd.ProcessState, first.Logs.String())
 
 	publishBacklog(b, s, n)
 
@@ -80,11 +80,11 @@ func BenchmarkBacklog(b *testing.B) {
 // for the broker's confirms; the bodies are garbage once it returns.
 func publishBacklog(b *testing.B, s *mailsvcStack, n int) {
 	bodies := benchBodies(b, n)
-	pub := newBenchPublisher(b, s.names)
+	pub := newBenchPublisher(b, s.Names)
 	for i, body := range bodies {
-		pub.publish(b, body)
+		pub.publishBody(b, body)
 		bodies[i] = nil
 	}
-	pub.confirmed(b)
-	require.NoError(b, pub.conn.Close())
+	pub.confirmAll(b)
+	require.NoError(b, pub.Conn.Close())
 }

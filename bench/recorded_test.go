@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 import (
 	"context"
@@ -29,7 +29,7 @@ import (
 // of the plain version built it to show that the plain version is not a
 // lower bound.
 //
-// The floor (set.render and set.feedback, bench_floor_test.go) is the
+// The floor (set.render and set.feedback, floor_test.go) is the
 // recordLog version with mailsvc's rendered mails and, in the UPDATE that
 // marks a batch sent, one EmailSent per mail queued in a narrow table,
 // which a relay publishes with confirms: the job done with nothing beyond

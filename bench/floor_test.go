@@ -1,4 +1,4 @@
-package e2e
+package bench
 
 // The floor baseline (floorSettings, set.render and set.feedback): the job
 // mailsvc does, with nothing beyond what its promise and its contract ask,
@@ -7,7 +7,7 @@ package e2e
 // not a proven lower bound (a relay that reads a cursor over the mail rows
 // instead of a queue table, for one, might do the same for less).
 //
-// It is the recorded-log baseline (bench_recorded_test.go: each send marked
+// It is the recorded-log baseline (recorded_test.go: each send marked
 // started, and each outcome recorded before the worker's next send, in a
 // narrow log; the mail rows marked sent per claimed batch) with mailsvc's
 // own mails (set.render: each rendered from its event by internal/templates,
@@ -35,6 +35,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/mailsvc/mailsvc/internal/e2etest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -234,7 +235,7 @@ func queuedEvents(ctx context.Context, db *pgx.Conn) ([]rawEventRow, error) {
 
 // floorEvents counts the EmailSent events the floor baseline publishes, on
 // a queue bound to the events exchange as the mailsvc stack binds its own
-// (newFeedbackQueue), and checks the first against the contract. The test
+// (e2etest.NewFeedbackQueue), and checks the first against the contract. The test
 // process reads them, so their consuming is not measured.
 type floorEvents struct {
 	sent atomic.Int64
@@ -250,10 +251,10 @@ type floorEvents struct {
 // the email.sent deliveries until the test's cleanup closes the queue's
 // connection.
 func newFloorEvents(b *testing.B, names *brokertest.Names) *floorEvents {
-	fb := newFeedbackQueue(b, names)
+	fb := e2etest.NewFeedbackQueue(b, names)
 	e := &floorEvents{}
 	go func() {
-		for d := range fb.out {
+		for d := range fb.Out {
 			if d.RoutingKey == "email.sent" {
 				e.check(d) // before the count, so that settle sees it done
 				e.sent.Add(1)
