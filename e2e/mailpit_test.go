@@ -1,9 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"github.com/mailsvc/mailsvc/internal/e2etest"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"os"
