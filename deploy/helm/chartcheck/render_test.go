@@ -11,6 +11,7 @@ package chartcheck
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -161,7 +162,7 @@ func renderFiles(r release) (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return engine.Engine{Strict: true}.Render(ch, vals)
+	return engine.Engine{Strict: true}.RenderWithContext(context.Background(), ch, vals)
 }
 
 // chartMeta is the chart's Chart.yaml, loaded by Helm.
