@@ -4,18 +4,21 @@
 # user 65532, and no shell. Nothing is written to the root filesystem, so the container runs
 # with a read-only root. Build from the repository root:
 #
-#   docker build -t mailsvc:dev \
+#   docker build -t localhost/mailsvc:dev \
 #     --build-arg VERSION="$(git describe --tags --always --dirty)" \
 #     --build-arg COMMIT="$(git rev-parse --short HEAD)" .
 #
-# `docker run --rm mailsvc:dev version` prints the injected version and commit.
+# (podman build takes the same arguments; `make image` runs whichever engine is installed.)
+# `docker run --rm localhost/mailsvc:dev version` prints the injected version and commit.
+# Every base image is named in full (registry/namespace/name:tag): podman and buildah refuse
+# short names by default, and deploy/images_test.go keeps it so.
 # Probes: GET /healthz (alive) and /readyz (database, schema and broker usable) on http.addr
 # (default :8080), which also serves /metrics. deploy/deploy_test.go builds the binary with
 # the flags of the `go build` below and checks it is static and reports its version.
 
 ARG GO_VERSION=1.26
 
-FROM golang:${GO_VERSION} AS build
+FROM docker.io/library/golang:${GO_VERSION} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod go mod download

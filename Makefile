@@ -10,7 +10,7 @@ export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 # The servers' URLs, written by scripts/services.sh (its own servers use other ports).
 WITH_SERVICES := set -a && . .run/services.env && set +a &&
 
-.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers chromium ui-check mailpit-ui
+.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers chromium ui-check mailpit-ui chart compose-check image image-check
 
 build: bin/mailsvc
 
@@ -51,10 +51,36 @@ lint: bin/golangci-lint
 	@echo "==> golangci-lint run ./... (depguard and friends; the first run builds the linter, ~2 min)"
 	bin/golangci-lint run ./...
 
-test: toolchain services promtool mailservers chromium bin/mailpit vet lint
+test: toolchain services promtool mailservers chromium bin/mailpit vet lint chart compose-check
 	@echo "==> go test -race ./... (about 3 minutes; a package's line appears when it has finished)"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m ./...
 	@scripts/services.sh status
+
+# chart: render the Helm chart deploy/helm/mailsvc with Helm's Go packages (default, roles split,
+# monitoring on and off, webhooks and console, other ports) and validate every object against
+# the Kubernetes types offline. A module of its own (deploy/helm/chartcheck), so that Helm's
+# and Kubernetes' dependencies stay out of go.mod; the first run compiles them (~2 min).
+chart:
+	@echo "==> go test ./deploy/helm/chartcheck (the Helm chart, rendered and validated offline)"
+	cd deploy/helm/chartcheck && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# compose-check: load deploy/compose.yaml with compose-go, Docker Compose v2's own loader (the
+# Compose Specification's schema), in a module of its own (deploy/composecheck).
+compose-check:
+	@echo "==> go test ./deploy/composecheck (the compose file, loaded as Docker Compose loads it)"
+	cd deploy/composecheck && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# image: build the container image with the Dockerfile (docker, or podman with the docker
+# format that keeps HEALTHCHECK). Needs the base images' registries (docker.io, gcr.io).
+IMAGE ?= localhost/mailsvc:$(VERSION)
+image:
+	scripts/image.sh build $(IMAGE)
+
+# image-check: where podman is installed, build an image from this checkout without any
+# registry (scripts/image.sh local: the Dockerfile's binaries on an empty base) and run it
+# against the test servers: version, migrate, serve until /readyz answers 200.
+image-check: services
+	$(WITH_SERVICES) scripts/image.sh check
 
 # mailservers: Postfix and Dovecot for the bounce tests (installed when missing; never
 # configured or started as system services: the tests run private instances).

@@ -45,14 +45,14 @@ func TestKubernetesSplitByRole(t *testing.T) {
 	unique := rendered{}
 	for _, o := range objs {
 		byKind[o.Kind] = append(byKind[o.Kind], o)
-		unique[o.Kind] = o
+		unique[renderedKey(o)] = o
 	}
 	counts := map[string]int{}
 	for k, os := range byKind {
 		counts[k] = len(os)
 	}
 	require.Equal(t, map[string]int{"ServiceAccount": 1, "Job": 1, "Deployment": 2, "PodDisruptionBudget": 2,
-		"Service": 1, "ServiceMonitor": 1, "ConfigMap": 1}, counts)
+		"Service": 2, "ConfigMap": 1}, counts)
 	file, _ := k8sConfig(t, unique)
 	env := map[string]string{"MAILSVC_DATABASE_URL": "postgres://db/mailsvc", "MAILSVC_AMQP_URL": "amqp://mq/"}
 	cfg := loadConfig(t, file, env)
@@ -80,6 +80,8 @@ func TestKubernetesSplitByRole(t *testing.T) {
 		require.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path, o.Metadata.Name)
 		require.Greater(t, time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second, app.ShutdownBound(cfg), o.Metadata.Name)
 		require.GreaterOrEqual(t, d.Replicas, 2, "%s survives the loss of a pod", o.Metadata.Name)
+		require.Equal(t, "mailsvc", d.Template.Metadata.Labels["app.kubernetes.io/instance"],
+			"%s: one deployment (one relay lease) for the alert rules", o.Metadata.Name)
 	}
 	slices.Sort(ran)
 	want := slices.Clone(config.Roles)
@@ -119,4 +121,9 @@ func TestKubernetesSplitByRole(t *testing.T) {
 	for name, d := range deployments {
 		require.True(t, selects(svc.Selector, d.Template.Metadata.Labels), "the metrics Service selects the pods of %s", name)
 	}
+	// The webhook listener runs with the consumer role (internal/app): its Service selects
+	// the intake's pods only.
+	hooks := serviceSpec(t, unique, "Service/mailsvc-webhooks")
+	require.True(t, selects(hooks.Selector, intake.Template.Metadata.Labels), "the webhook Service selects mailsvc-intake")
+	require.False(t, selects(hooks.Selector, delivery.Template.Metadata.Labels), "the webhook Service skips the pods without the consumer role")
 }

@@ -107,8 +107,17 @@ type envVar struct {
 	} `yaml:"valueFrom"`
 }
 
-// rendered is the output of `kustomize build deploy/kubernetes`, by kind (one object each).
+// rendered is the output of `kustomize build deploy/kubernetes`, by kind (one object each),
+// but the Services: "Service" is the metrics Service mailsvc, "Service/NAME" any other.
 type rendered map[string]k8sObject
+
+// renderedKey is o's key in rendered.
+func renderedKey(o k8sObject) string {
+	if o.Kind == "Service" && o.Metadata.Name != "mailsvc" {
+		return o.Kind + "/" + o.Metadata.Name
+	}
+	return o.Kind
+}
 
 func (r rendered) spec(t *testing.T, kind string, v any) {
 	t.Helper()
@@ -132,20 +141,32 @@ func (r rendered) spec(t *testing.T, kind string, v any) {
 // labels) without any tool installed.
 func renderKustomization(t *testing.T) rendered {
 	t.Helper()
-	objs := rendered{}
-	for _, o := range renderObjects(t, "kubernetes") {
-		require.NotContains(t, objs, o.Kind, "one %s expected", o.Kind)
-		objs[o.Kind] = o
+	return byKey(t, renderObjects(t, "kubernetes"))
+}
+
+// byKey indexes objs by renderedKey, one object each.
+func byKey(t *testing.T, objs []k8sObject) rendered {
+	t.Helper()
+	r := rendered{}
+	for _, o := range objs {
+		require.NotContains(t, r, renderedKey(o), "one %s expected", renderedKey(o))
+		r[renderedKey(o)] = o
 	}
-	return objs
+	return r
 }
 
 // renderObjects renders the kustomization in deploy/dir and returns its objects in order.
 func renderObjects(t *testing.T, dir string) []k8sObject {
 	t.Helper()
+	return renderPath(t, filepath.Join(repoRoot, "deploy", dir))
+}
+
+// renderPath renders the kustomization in dir and returns its objects in order.
+func renderPath(t *testing.T, dir string) []k8sObject {
+	t.Helper()
 	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot, "deploy", dir))
-	require.NoError(t, err, "kustomize build deploy/%s", dir)
+		Run(filesys.MakeFsOnDisk(), dir)
+	require.NoError(t, err, "kustomize build %s", dir)
 	yml, err := resMap.AsYaml()
 	require.NoError(t, err)
 	var objs []k8sObject
@@ -252,9 +273,14 @@ func TestKubernetesDeployment(t *testing.T) {
 	pod := d.Template.Spec
 	requirePod(t, "Deployment", pod, []string{"serve"}, r)
 	c := pod.Containers[0]
-	require.Len(t, c.Ports, 1)
+	require.Len(t, c.Ports, 2)
 	require.Equal(t, "http", c.Ports[0].Name)
 	require.Equal(t, portOf(t, cfg.HTTP.Addr), strconv.Itoa(c.Ports[0].ContainerPort), "containerPort is http.addr's port")
+	require.Equal(t, "webhooks", c.Ports[1].Name)
+	require.Equal(t, 8081, c.Ports[1].ContainerPort, "the webhook port, for webhooks.addr \":8081\"")
+	require.Empty(t, cfg.Webhooks.Addr, "webhooks are off until the Secret has their signing secret")
+	require.Contains(t, string(readFile(t, "deploy/kubernetes/config/mailsvc.yaml")), `addr: ""                      # ":8081" for Resend's webhooks`,
+		"the config names the port the Deployment declares")
 	for name, pr := range map[string]*probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
 		require.NotNil(t, pr, "%s probe", name)
 		require.NotNil(t, pr.HTTPGet, "%s probe is an HTTP GET", name)
@@ -347,15 +373,21 @@ func requirePod(t *testing.T, kind string, pod podSpec, args []string, r rendere
 	require.True(t, mounted, "%s mounts the ConfigMap read-only at %s", kind, dir)
 }
 
-func TestKubernetesServiceMonitorAndPDB(t *testing.T) {
+// TestKubernetesServicesAndPDB checks the PodDisruptionBudget, the metrics Service (port
+// http), the webhook Service (port webhooks, apart), and that the base renders no object of a
+// CRD: `kubectl apply -k deploy/kubernetes` needs no Prometheus Operator.
+func TestKubernetesServicesAndPDB(t *testing.T) {
 	t.Parallel()
 	r := renderKustomization(t)
+	require.ElementsMatch(t, []string{"ServiceAccount", "Job", "Deployment", "PodDisruptionBudget", "Service",
+		"Service/mailsvc-webhooks", "ConfigMap"}, slices.Collect(maps.Keys(r)), "built-in kinds only")
 	var d struct {
 		Replicas int         `yaml:"replicas"`
 		Template podTemplate `yaml:"template"`
 	}
 	r.spec(t, "Deployment", &d)
 	podLabels := d.Template.Metadata.Labels
+	require.Equal(t, "mailsvc", podLabels["app.kubernetes.io/instance"], "the deployment's name on its pods, for the alert rules")
 
 	var pdb struct {
 		MinAvailable int `yaml:"minAvailable"`
@@ -368,24 +400,56 @@ func TestKubernetesServiceMonitorAndPDB(t *testing.T) {
 	require.Less(t, pdb.MinAvailable, d.Replicas, "a drain must be able to evict one replica")
 	require.Subset(t, podLabels, pdb.Selector.MatchLabels)
 
-	var svc struct {
-		Selector map[string]string `yaml:"selector"`
-		Ports    []struct {
-			Name       string `yaml:"name"`
-			Port       int    `yaml:"port"`
-			TargetPort string `yaml:"targetPort"`
-		} `yaml:"ports"`
+	for key, port := range map[string]string{"Service": "http", "Service/mailsvc-webhooks": "webhooks"} {
+		svc := serviceSpec(t, r, key)
+		require.Subset(t, podLabels, svc.Selector, key)
+		require.Len(t, svc.Ports, 1, key)
+		require.Equal(t, port, svc.Ports[0].TargetPort, "%s targets the container's port %s", key, port)
+		require.Equal(t, port, svc.Ports[0].Name, key)
 	}
-	r.spec(t, "Service", &svc)
-	require.Subset(t, podLabels, svc.Selector)
-	require.Len(t, svc.Ports, 1)
-	require.Equal(t, "http", svc.Ports[0].TargetPort, "the Service targets the container's http (metrics) port")
+	require.Equal(t, 8081, serviceSpec(t, r, "Service/mailsvc-webhooks").Ports[0].Port)
+}
+
+type serviceSpecT struct {
+	Selector map[string]string `yaml:"selector"`
+	Ports    []struct {
+		Name       string `yaml:"name"`
+		Port       int    `yaml:"port"`
+		TargetPort string `yaml:"targetPort"`
+	} `yaml:"ports"`
+}
+
+func serviceSpec(t *testing.T, r rendered, key string) serviceSpecT {
+	t.Helper()
+	var svc serviceSpecT
+	one := rendered{"Service": r[key]}
+	one.spec(t, "Service", &svc)
+	return svc
+}
+
+// TestKubernetesMonitoringComponent renders the base with the optional component monitoring/
+// as an overlay would, and checks its ServiceMonitor: the metrics Service's port, /metrics,
+// and the pods' app.kubernetes.io/instance copied onto the series (MailsvcRelayLeaderCount
+// counts per deployment by it).
+func TestKubernetesMonitoringComponent(t *testing.T) {
+	t.Parallel()
+	abs, err := filepath.Abs(filepath.Join(repoRoot, "deploy"))
+	require.NoError(t, err)
+	overlay := t.TempDir()
+	rel, err := filepath.Rel(overlay, abs) // kustomize takes no absolute path
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(
+		"resources: [%s]\ncomponents: [%s]\n", filepath.Join(rel, "kubernetes"), filepath.Join(rel, "kubernetes", "monitoring"))), 0o600))
+	r := byKey(t, renderPath(t, overlay))
+	require.Len(t, r, 8, "the base and one ServiceMonitor")
+	svc := serviceSpec(t, r, "Service")
 
 	var sm struct {
 		Selector struct {
 			MatchLabels map[string]string `yaml:"matchLabels"`
 		} `yaml:"selector"`
-		Endpoints []struct {
+		PodTargetLabels []string `yaml:"podTargetLabels"`
+		Endpoints       []struct {
 			Port string `yaml:"port"`
 			Path string `yaml:"path"`
 		} `yaml:"endpoints"`
@@ -393,6 +457,9 @@ func TestKubernetesServiceMonitorAndPDB(t *testing.T) {
 	r.spec(t, "ServiceMonitor", &sm)
 	require.Equal(t, "monitoring.coreos.com/v1", r["ServiceMonitor"].APIVersion)
 	require.Subset(t, r["Service"].Metadata.Labels, sm.Selector.MatchLabels)
+	require.Equal(t, []string{"app.kubernetes.io/instance"}, sm.PodTargetLabels)
+	require.Contains(t, string(readFile(t, "deploy/prometheus/alerts.yaml")),
+		"sum by (namespace, job, app_kubernetes_io_instance) (mailsvc_relay_leader)", "the label the alert counts by")
 	require.Len(t, sm.Endpoints, 1)
 	require.Equal(t, svc.Ports[0].Name, sm.Endpoints[0].Port)
 	require.Equal(t, "/metrics", sm.Endpoints[0].Path)
