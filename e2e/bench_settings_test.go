@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // TestBenchDefaultsAreTheConfigDefaults keeps BenchmarkEndToEnd's
@@ -14,6 +16,7 @@ import (
 // the config sets nothing (what `mailsvc config check` prints with only
 // mail.from set), or the figures describe a configuration nobody runs.
 func TestBenchDefaultsAreTheConfigDefaults(t *testing.T) {
+	testenv.NeedsServer(t, "the mailsvc binary that TestMain builds")
 	cmd := exec.Command(binPath, "config", "check")
 	cmd.Env = []string{"MAILSVC_MAIL_FROM=Shop <orders@example.com>"}
 	out, err := cmd.Output()
