@@ -10,7 +10,7 @@ export MAILSVC_MAILPIT_BIN := $(CURDIR)/bin/mailpit
 # The servers' URLs, written by scripts/services.sh (its own servers use other ports).
 WITH_SERVICES := set -a && . .run/services.env && set +a &&
 
-.PHONY: build test vet lint services stop toolchain run bench clean promtool mailservers chromium ui-check mailpit-ui chart compose-check image image-check
+.PHONY: build test unit vet lint services stop toolchain run bench clean promtool mailservers chromium ui-check mailpit-ui chart compose-check image image-check examples-node examples-go
 
 build: bin/mailsvc
 
@@ -51,7 +51,7 @@ lint: bin/golangci-lint
 	@echo "==> golangci-lint run ./... (depguard and friends; the first run builds the linter, ~2 min)"
 	bin/golangci-lint run ./...
 
-test: toolchain services promtool mailservers chromium bin/mailpit vet lint chart compose-check
+test: toolchain services promtool mailservers chromium examples-node examples-go bin/mailpit vet lint chart compose-check
 	@echo "==> go test -race ./... (about 3 minutes; a package's line appears when it has finished)"
 	$(WITH_SERVICES) $(GO) test -race -count=1 -timeout 20m ./...
 	@scripts/services.sh status
@@ -81,6 +81,26 @@ image:
 # against the test servers: version, migrate, serve until /readyz answers 200.
 image-check: services
 	$(WITH_SERVICES) scripts/image.sh check
+
+# unit: the quick loop, every test that needs no server (go test -short: the helpers that reach
+# PostgreSQL, RabbitMQ, Mailpit, Postfix, Dovecot or Chromium skip their tests; internal/testenv),
+# plus the examples' own unit tests. No servers, no -race, and go test's result cache: a rerun
+# after a change tests only the packages it touches (seconds); from cold about 60 s of CPU.
+unit:
+	@echo "==> go test -short ./... (tests that need no server; make test runs them all)"
+	$(GO) test -short ./...
+	cd examples/go && $(GO) test ./...
+	@if command -v node >/dev/null 2>&1; then cd examples/node && node --test >/dev/null && echo "ok  examples/node (node --test)"; \
+	else echo "examples/node skipped: node is missing (make examples-node installs it)"; fi
+
+# examples-go: vet and unit-test the Go examples (their own module; e2e TestExamples runs them).
+examples-go:
+	cd examples/go && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# examples-node: Node.js and npm (Debian's nodejs, npm as root when missing), npm ci in
+# examples/node, and its unit tests; e2e TestExamples runs the examples against mailsvc.
+examples-node:
+	scripts/examples-node.sh
 
 # mailservers: Postfix and Dovecot for the bounce tests (installed when missing; never
 # configured or started as system services: the tests run private instances).

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // mailpit is a real SMTP server we did not write (github.com/axllent/mailpit),
@@ -26,6 +28,7 @@ type mailpit struct {
 // builds bin/mailpit and sets it).
 func startMailpit(t testing.TB) *mailpit {
 	t.Helper()
+	testenv.NeedsServer(t, "Mailpit")
 	bin := os.Getenv("MAILSVC_MAILPIT_BIN")
 	if bin == "" {
 		bin = "../bin/mailpit"

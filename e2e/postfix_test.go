@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/sender/smtptest"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // postfix is a private Postfix instance: its own configuration and queue
@@ -36,6 +38,7 @@ type postfix struct {
 // installs it).
 func startPostfix(t *testing.T, bounceDomain, bounceAddr, remote string) *postfix {
 	t.Helper()
+	testenv.NeedsServer(t, "a private Postfix")
 	if _, err := os.Stat("/usr/sbin/postfix"); err != nil {
 		t.Fatal("postfix is not installed: run scripts/mailservers.sh (make test does) or install Debian's postfix package")
 	}

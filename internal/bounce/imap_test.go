@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/bounce"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // startDovecot runs a private Dovecot (its own configuration, run and
@@ -26,6 +28,7 @@ import (
 // root and the dovecot-imapd package (scripts/mailservers.sh installs it).
 func startDovecot(t *testing.T) string {
 	t.Helper()
+	testenv.NeedsServer(t, "a private Dovecot")
 	if _, err := os.Stat("/usr/sbin/dovecot"); err != nil {
 		t.Fatal("dovecot is not installed: run scripts/mailservers.sh (make test does) or install Debian's dovecot-imapd package")
 	}

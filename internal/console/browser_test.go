@@ -12,6 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // browserFlags are what headless Chromium needs here: no sandbox (root in
@@ -73,6 +75,7 @@ func closeBrowser() {
 // Chromium, when there is none.
 func tab(t *testing.T) context.Context {
 	t.Helper()
+	testenv.NeedsServer(t, "headless Chromium")
 	browser.once.Do(func() {
 		dir, err := os.MkdirTemp("", "mailsvc-chromium-")
 		if err != nil {

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // PostgresOptions configure StartPostgres.
@@ -72,6 +74,7 @@ func (p *Postgres) Logs() string { return p.logs.String() }
 // saying what to install, when it cannot run.
 func StartPostgres(t testing.TB, o PostgresOptions) *Postgres {
 	t.Helper()
+	testenv.NeedsServer(t, "a private PostgreSQL")
 	if o.User == "" {
 		o.User = "postgres"
 	}

@@ -12,6 +12,8 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/mailsvc/mailsvc/internal/broker"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // DefaultURL is the test broker used when MAILSVC_TEST_AMQP_URL is unset.
@@ -80,6 +82,7 @@ func (n *Names) delete(t testing.TB) {
 // The caller closes the connection.
 func Dial(t testing.TB) *broker.Conn {
 	t.Helper()
+	testenv.NeedsServer(t, "RabbitMQ")
 	conn, err := broker.Dial(broker.Config{URL: URL(), Name: "mailsvc-test"})
 	if err != nil {
 		t.Fatalf("RabbitMQ at %s is unreachable: %v\nstart it with `make services` (scripts/services.sh), or set MAILSVC_TEST_AMQP_URL", URL(), err)
@@ -93,6 +96,7 @@ func Dial(t testing.TB) *broker.Conn {
 // through broker and the helpers of this package.
 func DialRaw(t testing.TB) *amqp.Connection {
 	t.Helper()
+	testenv.NeedsServer(t, "RabbitMQ")
 	conn, err := amqp.DialConfig(URL(), amqp.Config{Properties: amqp.Table{"connection_name": "mailsvc-test"}})
 	if err != nil {
 		t.Fatalf("RabbitMQ at %s is unreachable: %v\nstart it with `make services` (scripts/services.sh), or set MAILSVC_TEST_AMQP_URL", URL(), err)

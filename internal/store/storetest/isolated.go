@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailsvc/mailsvc/internal/store"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // NewRole creates a login role of its own for one test, with the
@@ -51,6 +53,7 @@ type Database struct {
 // it (with its sessions) when the test ends.
 func NewDatabase(t testing.TB) *Database {
 	t.Helper()
+	testenv.NeedsServer(t, "PostgreSQL")
 	name := "t_" + randomHex(8)
 	admin(t, "CREATE DATABASE "+name)
 	t.Cleanup(func() { admin(t, "DROP DATABASE "+name+" WITH (FORCE)") })

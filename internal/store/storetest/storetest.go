@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailsvc/mailsvc/internal/store"
+
+	"github.com/mailsvc/mailsvc/internal/testenv"
 )
 
 // DefaultURL is the test database used when MAILSVC_TEST_DATABASE_URL is unset.
@@ -55,6 +57,7 @@ func New(t testing.TB) *Schema {
 // NewEmpty is New without migrations.
 func NewEmpty(t testing.TB) *Schema {
 	t.Helper()
+	testenv.NeedsServer(t, "PostgreSQL")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	base := URL()
