@@ -111,6 +111,8 @@ type ClaimedMail struct {
 // condition on the primary key: a join with the CTEs was planned as a hash
 // join over a sequential scan of the whole table (the LIMIT expression
 // defeats the row estimate), which is the cost this design must not pay.
+// A mail whose attachments are not all fetched and verified
+// (attach_state 'pending', attach.go) is never taken: it is not due yet.
 // Rows with cancel_requested are never taken: a cancelled mail is not
 // retried. An expired lease is taken only when its claim never started a
 // send (send_started_at NULL): that reclaim is silent and spends nothing.
@@ -130,6 +132,7 @@ WITH expired AS MATERIALIZED (
 ), due AS MATERIALIZED (
     SELECT id FROM mail
     WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now()
+      AND attach_state IS DISTINCT FROM 'pending'
     ORDER BY send_after, id
     LIMIT $1 - (SELECT count(*) FROM expired)
     FOR UPDATE SKIP LOCKED
