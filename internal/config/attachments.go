@@ -31,6 +31,9 @@ type Attachments struct {
 	// link-local and unspecified addresses (tests, a private object
 	// store); false refuses them at dial time.
 	AllowPrivate bool `mapstructure:"allow_private" yaml:"allow_private"`
+	// TLSCAFile is a PEM bundle of the CAs that may sign the file
+	// servers' certificates; "" means the system roots.
+	TLSCAFile string `mapstructure:"tls_ca_file" yaml:"tls_ca_file"`
 	// Concurrency is the most fetches at once per process, 1 to 64.
 	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
 	// Timeout bounds one fetch, connection to last byte.

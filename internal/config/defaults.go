@@ -114,6 +114,7 @@ var defaults = map[string]any{
 	"mail.max_attachment_bytes":     int64(DefaultMaxAttachmentBytes),
 	"attachments.allowed_hosts":     []string{},
 	"attachments.allow_private":     false,
+	"attachments.tls_ca_file":       "",
 	"attachments.concurrency":       4,
 	"attachments.timeout":           time.Minute,
 	"attachments.min_rate":          4096,
