@@ -15,11 +15,6 @@ const (
 	MaxAttachmentBytesLimit   = 28 << 20
 )
 
-// AttachmentsDelivered is true once the build fetches, stores and sends
-// attachments end to end; until then attachments.allowed_hosts must stay
-// empty, so that no mail is ever sent without a file it promised.
-var AttachmentsDelivered = false
-
 // Attachments configures the fetch stage (internal/attach): which hosts
 // an attachment URL may name, and how hard and how long mailsvc tries.
 type Attachments struct {
@@ -61,9 +56,6 @@ func (c *Config) validateAttachments(bad func(string, string, ...any)) {
 			MinAttachmentBytes, MaxAttachmentBytesLimit, n)
 	}
 	a := c.Attachments
-	if len(a.AllowedHosts) > 0 && !AttachmentsDelivered {
-		bad("attachments.allowed_hosts", "must be empty: this build validates data.attachments but does not yet fetch and send them, so an event carrying any is refused (invalid_field) rather than sent without its files")
-	}
 	for _, h := range a.AllowedHosts {
 		if !validHostPattern(h) {
 			bad("attachments.allowed_hosts", "%q is not a lower-case host name or *.suffix pattern", h)
@@ -97,7 +89,7 @@ func validHostPattern(h string) bool {
 		return false
 	}
 	for _, r := range h {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '.' {
 			return false
 		}
 	}

@@ -22,6 +22,16 @@ const attachStateExpr = `CASE WHEN st <> 'failed' AND jsonb_typeof(p::jsonb->'at
        CASE WHEN st <> 'failed' AND jsonb_typeof(p::jsonb->'attachments') = 'array'
             AND jsonb_array_length(p::jsonb->'attachments') > 0 THEN now() END`
 
+// omittedAttachmentsSQL is the lateral join of insertOutboxManySQL: the
+// file names (JSON array, event order) of the optional attachments a
+// mail went without, for its EmailSent's data.omitted_attachments; NULL
+// (the key left out) for any other event or a mail that omitted none. An
+// index probe of mail's dedupe key, only for EmailSent rows.
+const omittedAttachmentsSQL = `
+    SELECT jsonb_agg(a.file_name ORDER BY a.idx) AS names
+    FROM mail m JOIN mail_attachment a ON a.mail_id = m.id
+    WHERE u.et = 'EmailSent' AND m.dedupe_key = u.k AND a.status = 'omitted'`
+
 // Attachment statuses (mail_attachment.status).
 const (
 	AttachPending = "pending"
@@ -274,6 +284,52 @@ WHERE id = (SELECT id FROM dst)
 func copyAttachments(ctx context.Context, tx pgx.Tx, from, to string) error {
 	if _, err := tx.Exec(ctx, copyAttachmentsSQL, from, to); err != nil {
 		return fmt.Errorf("copy attachments: %w", err)
+	}
+	return nil
+}
+
+// AttachmentFile is a stored, verified attachment as a provider sends
+// it: the same bytes on every attempt, failover and resend.
+type AttachmentFile struct {
+	FileName    string
+	ContentType string
+	Content     []byte
+}
+
+const claimedAttachmentsSQL = `
+SELECT mail_id, file_name, content_type, content FROM mail_attachment
+WHERE mail_id = ANY ($1::bigint[]) AND status = 'fetched'
+ORDER BY mail_id, idx`
+
+// loadAttachments fills the Attachments of the claimed mails that have
+// any (HasAttachments), in the order of the event's list; an omitted
+// optional file is left out.
+func (s *Store) loadAttachments(ctx context.Context, claimed []ClaimedMail) error {
+	var ids []int64
+	at := map[int64]int{}
+	for i, m := range claimed {
+		if m.HasAttachments {
+			ids, at[m.ID] = append(ids, m.ID), i
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := s.pool.Query(ctx, claimedAttachmentsSQL, ids)
+	if err != nil {
+		return fmt.Errorf("load attachments: %w", interpretError(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var f AttachmentFile
+		if err := rows.Scan(&id, &f.FileName, &f.ContentType, &f.Content); err != nil {
+			return fmt.Errorf("load attachments: scan: %w", interpretError(err))
+		}
+		claimed[at[id]].Attachments = append(claimed[at[id]].Attachments, f)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load attachments: %w", interpretError(err))
 	}
 	return nil
 }

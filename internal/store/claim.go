@@ -93,6 +93,11 @@ type ClaimedMail struct {
 	// none): after an ambiguous outcome the mail is only sent again through
 	// the same one (sender.fallback_provider never takes it).
 	Provider string
+	// HasAttachments is true for a mail whose event named attachments;
+	// Attachments are its stored files (an omitted optional one left out),
+	// loaded with the claim (attach.go).
+	HasAttachments bool
+	Attachments    []AttachmentFile
 	// TraceContext is the row's stored trace context (the consumer's span
 	// of the event that asked for the mail), "" when it has none; the send
 	// span is its child.
@@ -155,7 +160,7 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
     COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)
                   AND (s.expires_at IS NULL OR s.expires_at > now())), false), COALESCE(m.provider, ''),
-    COALESCE(m.trace_context, '')`
+    COALESCE(m.trace_context, ''), m.attach_state IS NOT NULL`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -180,7 +185,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
 			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt,
-			&m.Suppressed, &m.Provider, &m.TraceContext); err != nil {
+			&m.Suppressed, &m.Provider, &m.TraceContext, &m.HasAttachments); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""
@@ -188,6 +193,10 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
+	}
+	rows.Close()
+	if err := s.loadAttachments(ctx, out); err != nil {
+		return nil, fmt.Errorf("claim mails: %w", err)
 	}
 	return out, nil
 }
