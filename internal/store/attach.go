@@ -333,3 +333,40 @@ func (s *Store) loadAttachments(ctx context.Context, claimed []ClaimedMail) erro
 	}
 	return nil
 }
+
+// AttachmentView is one attachment of a mail as `mail show` and the
+// console show it: the reference, the fetch's state, and the last
+// refusal.
+type AttachmentView struct {
+	FileName    string `json:"file_name"`
+	ContentType string `json:"content_type"`
+	// Size is the announced size, in bytes.
+	Size     int64  `json:"size"`
+	Optional bool   `json:"optional"`
+	Status   string `json:"status"`
+	Attempts int    `json:"attempts"`
+	Reason   string `json:"reason,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+const attachmentViewSQL = `
+SELECT file_name, content_type, size, optional, status, attempts, COALESCE(reason, ''), COALESCE(detail, '')
+FROM mail_attachment WHERE mail_id = $1 ORDER BY idx`
+
+// attachmentsOf reads the attachments of mail id (none for most mails,
+// and for a mail whose files the fetch stage has not looked at yet).
+func (s *Store) attachmentsOf(ctx context.Context, id int64) ([]AttachmentView, error) {
+	rows, err := s.pool.Query(ctx, attachmentViewSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("read attachments of mail %d: %w", id, interpretError(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (AttachmentView, error) {
+		var a AttachmentView
+		err := r.Scan(&a.FileName, &a.ContentType, &a.Size, &a.Optional, &a.Status, &a.Attempts, &a.Reason, &a.Detail)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read attachments of mail %d: %w", id, interpretError(err))
+	}
+	return out, nil
+}

@@ -126,4 +126,13 @@ func TestAttachmentFailureIsExplicit(t *testing.T) {
 	require.True(t, ready)
 	require.Equal(t, int64(2), b.count(t, `SELECT attempts FROM mail_attachment WHERE mail_id = $1 AND idx = 1`, two.MailID))
 	require.Len(t, claimAll(t, b), 1)
+
+	view, err := b.sc.Store.MailByKey(b.ctx, mailtype.ConfirmationKey("f2"))
+	require.NoError(t, err)
+	require.Equal(t, "ready", view.AttachState)
+	require.Equal(t, []store.AttachmentView{
+		{FileName: "Hóa đơn 0.pdf", ContentType: "application/pdf", Size: 3, Status: "fetched", Attempts: 1},
+		{FileName: "Hóa đơn 1.pdf", ContentType: "application/pdf", Size: 3, Optional: true, Status: "omitted", Attempts: 2,
+			Reason: "status", Detail: "HTTP 404"},
+	}, view.Attachments)
 }
