@@ -115,8 +115,12 @@ chromium:
 promtool:
 	scripts/promtool.sh
 
-run: bin/mailsvc bin/mailpit
+run: bin/mailsvc bin/mailpit bin/demofiles
 	scripts/run.sh
+
+# demofiles: make run's stand-in for a shop's object store (the demo's invoice PDF over HTTPS).
+bin/demofiles: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/demofiles ./scripts/demofiles
 
 # ui-check: with make run going, screenshot Mailpit's inbox in headless Chromium and check
 # that the demo's subjects are on the page (installs Debian's chromium as root when missing).

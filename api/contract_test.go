@@ -204,7 +204,7 @@ func TestDocumentExamplesValidate(t *testing.T) {
 			assert.Empty(t, api.ValidateFeedback(name, body), label)
 		}
 	}
-	require.Equal(t, 11, n)
+	require.Equal(t, 12, n)
 }
 
 // feedbackBody is a valid EmailFailed body; change edits its data.

@@ -25,7 +25,7 @@ func newDecider(t *testing.T) *consumer.Decider {
 	require.NoError(t, err)
 	c := consumer.Config{}.WithDefaults()
 	return &consumer.Decider{MaxBytes: c.MaxMessageBytes, MaxEventAge: c.MaxEventAge, Templates: reg,
-		Now: func() time.Time { return now }}
+		Attachments: consumer.AttachmentRules{Enabled: true}, Now: func() time.Time { return now }}
 }
 
 func consumerMessage(body []byte, messageID string) consumer.Message {
@@ -77,6 +77,21 @@ func cancelled() map[string]any {
 }
 
 func data(ev map[string]any) map[string]any { return ev["data"].(map[string]any) }
+
+// withInvoice is confirmed with one attachment.
+func withInvoice() map[string]any {
+	ev := confirmed()
+	data(ev)["attachments"] = []any{map[string]any{
+		"file_name": "Hóa đơn 42.pdf", "content_type": "application/pdf",
+		"url":    "https://invoices.example.com/42.pdf?X-Amz-Signature=abc",
+		"sha256": strings.Repeat("ab", 32), "size": 48213, "optional": false,
+	}}
+	return ev
+}
+
+func attachment(ev map[string]any) map[string]any {
+	return data(ev)["attachments"].([]any)[0].(map[string]any)
+}
 
 func item(ev map[string]any, i int) map[string]any {
 	return data(ev)["items"].([]any)[i].(map[string]any)
@@ -162,6 +177,29 @@ var driftCases = []driftCase{
 	}, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "order_id with a resend suffix", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = "K:resend:1" }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "order_id with a colon elsewhere is fine", base: cancelled, change: func(ev map[string]any) { data(ev)["order_id"] = "shop:r2x:42" }, want: valid},
+
+	{name: "confirmed with an attachment", base: withInvoice, want: valid},
+	{name: "attachments null", base: confirmed, change: func(ev map[string]any) { data(ev)["attachments"] = nil }, want: valid},
+	{name: "attachment over http", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["url"] = "http://invoices.example.com/42.pdf" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name with a slash", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "../../etc/passwd" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name with a backslash", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = `C:\invoice.pdf` }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name with a line break", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "a\r\nContent-Type: text/html.pdf" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name with a C1 control", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "a\u0085b.pdf" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name ..", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = ".." }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment checksum in upper case", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["sha256"] = strings.Repeat("AB", 32) }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment content type with parameters", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["content_type"] = "application/pdf; name=x" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment without a size", base: withInvoice, change: func(ev map[string]any) { delete(attachment(ev), "size") }, want: invalid, reason: mailtype.ReasonMissingField},
+	{name: "attachment size 0", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["size"] = 0 }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "eleven attachments", base: withInvoice, change: func(ev map[string]any) {
+		a := attachment(ev)
+		for range 10 {
+			data(ev)["attachments"] = append(data(ev)["attachments"].([]any), a)
+		}
+	}, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachments over mail.max_attachment_bytes in total", base: withInvoice, change: func(ev map[string]any) {
+		attachment(ev)["size"] = 10<<20 + 1
+	}, want: consumerOnly, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name over 255 bytes, not characters", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = strings.Repeat("đ", 128) }, want: consumerOnly, reason: mailtype.ReasonInvalidField},
 
 	{name: "another event type", base: cancelled, change: func(ev map[string]any) { ev["event_type"] = "OrderShipped" }, want: ignored},
 

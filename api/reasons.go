@@ -34,13 +34,18 @@ var patternPhrases = map[string]string{
 	addressLikePattern:       "looks like an e-mail address",
 	reservedOrderIDPattern:   "ends in :r and digits or contains :resend:",
 	`^[A-Za-z0-9_.-]{1,64}$`: "is not 1 to 64 letters, digits, '_', '.' or '-'",
+	fileNamePattern:          "contains a path separator (/ or \\) or a control character",
+	mediaTypePattern:         "is not a media type type/subtype without parameters",
+	`^https://`:              "is not an https URL",
+	`^[0-9a-f]{64}$`:         "is not 64 lower-case hexadecimal digits (a SHA-256)",
 }
 
 // notPhrases says in words what each "not" of the schemas refuses, by the
 // location of the schema holding it.
 var notPhrases = map[string]string{
-	"mail-event.json#/$defs/data/properties/error": "contains an e-mail address",
-	"common.json#/$defs/orderId":                   "ends in :r and digits or contains :resend:, which name a revision and a resend in dedupe keys: it would share keys with another order",
+	"mail-event.json#/$defs/data/properties/error":                                            "contains an e-mail address",
+	"common.json#/$defs/orderId":                                                              "ends in :r and digits or contains :resend:, which name a revision and a resend in dedupe keys: it would share keys with another order",
+	"order-confirmed.json#/properties/data/properties/attachments/items/properties/file_name": "is . or .., a path rather than a file name",
 }
 
 // The longer patterns of the schemas, as the JSON files hold them after
@@ -58,6 +63,11 @@ const (
 	// reservedOrderIDPattern: order ids that would share dedupe keys with
 	// a revision or a resend of another order.
 	reservedOrderIDPattern = `:(r[0-9]+$|resend:)`
+	// fileNamePattern: an attachment's file name, no path separator and no
+	// control character (C0, DEL, C1, the Unicode line and paragraph
+	// separators).
+	fileNamePattern  = `^[^\x00-\x1f\x7f-\x9f/\\` + "\u2028\u2029" + `]+$`
+	mediaTypePattern = `^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}$`
 )
 
 // reasons flattens a validation error into one line per failed keyword,

@@ -127,7 +127,7 @@ func TestAlertRulesShape(t *testing.T) {
 		"MailsvcProviderBreakerOpen", "MailsvcProviderQuotaExhausted", "MailsvcProviderThrottled", "MailsvcProviderSlow",
 		"MailsvcMailsHeld", "MailsvcHighBounceRate", "MailsvcHighComplaintRate", "MailsvcBounceReportsNotRecorded",
 		"MailsvcDeliveryUnconfirmed", "MailsvcDeliveryObjectiveFastBurn", "MailsvcDeliveryObjectiveSlowBurn",
-		"MailsvcTableBloated", "MailsvcReplicationLagHigh",
+		"MailsvcTableBloated", "MailsvcReplicationLagHigh", "MailsvcAttachmentFetchesFailing",
 	}
 	var got []string
 	for _, r := range rules {

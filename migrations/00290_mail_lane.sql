@@ -5,7 +5,10 @@
 -- operator resends, and any template whose settings.yaml says so), set when
 -- the row is written and never changed. The claim takes the due rows of
 -- each lane by weight, so the claim's partial index leads with the lane: one
--- ordered scan per lane, each touching only rows with work left.
+-- ordered scan per lane, each touching only rows with work left: a mail whose
+-- attachments are still being fetched (attach_state 'pending', migration
+-- 00280) is not in the index until they are, so a burst of such mails never
+-- slows the claim.
 --
 -- A column with a constant default is added without rewriting the table
 -- (PostgreSQL 11 and later), under a brief ACCESS EXCLUSIVE lock, bounded
@@ -20,7 +23,7 @@ ALTER TABLE mail ADD COLUMN IF NOT EXISTS lane smallint NOT NULL DEFAULT 0;
 RESET lock_timeout;
 DROP INDEX CONCURRENTLY IF EXISTS mail_pending_lane_due_idx;
 CREATE INDEX CONCURRENTLY mail_pending_lane_due_idx ON mail (lane, send_after, id)
-    WHERE status = 'pending' AND NOT cancel_requested;
+    WHERE status = 'pending' AND NOT cancel_requested AND attach_state IS DISTINCT FROM 'pending';
 DROP INDEX CONCURRENTLY IF EXISTS mail_pending_due_idx;
 
 -- +goose Down

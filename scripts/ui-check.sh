@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 LOG_TAG=ui-check
 . scripts/lib.sh
 ui=${MAILPIT_UI:-http://127.0.0.1:8025}
-n=${UI_CHECK_MAILS:-5} # the demo of make run delivers 5 mails (4 confirmations, 1 cancellation notice)
+n=${UI_CHECK_MAILS:-6} # the demo of make run delivers 6 mails (5 confirmations, one with its invoice, 1 cancellation notice)
 
 browser=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
 if [ -z "$browser" ]; then

@@ -205,7 +205,8 @@ func (w *wiring) build() ([]named, error) {
 	for _, r := range []struct {
 		role  string
 		build func() ([]named, error)
-	}{{config.RoleRelay, w.buildRelay}, {config.RoleSender, w.buildSender}, {config.RoleConsumer, w.buildConsumer}} {
+	}{{config.RoleRelay, w.buildRelay}, {config.RoleSender, w.buildSender}, {config.RoleSender, w.buildAttach},
+		{config.RoleConsumer, w.buildConsumer}} {
 		if !w.cfg.Serve.HasRole(r.role) {
 			continue
 		}

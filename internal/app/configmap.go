@@ -45,6 +45,7 @@ func ConsumerConfig(cfg *config.Config) consumer.Config {
 		LimitsByPolicy: a.QueueLimits == "policy",
 		MaxEventAge:    cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
 		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
+		Attachments:          consumer.AttachmentRules{Enabled: cfg.Attachments.Enabled(), MaxBytes: cfg.Mail.MaxAttachmentBytes},
 		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
 	}
 }

@@ -35,6 +35,10 @@ type emitOptions struct {
 	// rate is the most events per second; 0 is no limit.
 	rate   float64
 	dryRun bool
+	// attachURL, attachFile and attachName are --attach-url,
+	// --attach-file, --attach-name; attachment is what check read.
+	attachURL, attachFile, attachName string
+	attachment                        *sampleAttachment
 }
 
 func newEmitCmd(e *env) *cobra.Command {
@@ -83,6 +87,9 @@ publish. (order-confirmed takes no --from: its samples carry made-up recipients 
 	f.IntVar(&o.revision, "revision", 1, "data.revision: the order's revision (a reopened order is confirmed again as revision 2, ...)")
 	f.Float64Var(&o.rate, "rate", 0, "at most N events per second (0: as fast as the broker confirms)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "list the events that would be published; publish nothing")
+	f.StringVar(&o.attachURL, "attach-url", "", "order-confirmed only: attach the file at this https URL by reference (data.attachments)")
+	f.StringVar(&o.attachFile, "attach-file", "", "with --attach-url: a local copy of that file, for its SHA-256, size and type (.pdf: application/pdf)")
+	f.StringVar(&o.attachName, "attach-name", "", "with --attach-url: the file name the recipient sees (default: --attach-file's base name)")
 	return cmd
 }
 
@@ -91,6 +98,9 @@ publish. (order-confirmed takes no --from: its samples carry made-up recipients 
 func (o *emitOptions) check(stdin io.Reader) error {
 	if o.count < 1 || (o.locale != "vi" && o.locale != "en") || o.revision < 1 || o.rate < 0 {
 		return errors.New("--count and --revision must be >= 1, --rate >= 0 and --locale vi or en")
+	}
+	if err := o.readAttachment(); err != nil {
+		return err
 	}
 	if o.from == "" {
 		if o.orderID == "" {
@@ -155,6 +165,8 @@ type sampleOrder struct {
 	Total        string       `json:"total"`
 	Items        []sampleItem `json:"items"`
 	Revision     int          `json:"revision,omitempty"`
+	// Attachments is data.attachments: the --attach-url file, if any.
+	Attachments []sampleAttachment `json:"attachments,omitempty"`
 }
 
 type sampleItem struct {
@@ -185,6 +197,9 @@ func sampleData(o emitOptions, ord operator.OrderLine) (any, string) {
 		CustomerName: "Nguyễn Văn B", Currency: "VND", Total: "1400000",
 		Items:    []sampleItem{{"SKU-1", "Áo thun", 2, "625000"}, {"SKU-2", "Nón lá", 1, "150000"}},
 		Revision: rev,
+	}
+	if o.attachment != nil {
+		d.Attachments = []sampleAttachment{*o.attachment}
 	}
 	if o.locale == "en" {
 		d.CustomerName, d.Currency, d.Total = "Jane Doe", "USD", "52.30"

@@ -58,7 +58,9 @@ from the defaults.`,
 // decider builds the consumer's Decider as serve does: from the config when
 // one is given (--config or MAILSVC_CONFIG), else from the defaults.
 func (e *env) decider() (*consumer.Decider, error) {
-	c := consumer.Config{}
+	// Without a config, attachments are checked as the contract says, as
+	// on a deployment that fetches them.
+	c := consumer.Config{Attachments: consumer.AttachmentRules{Enabled: true}}
 	opts := templates.Options{}
 	if e.configPath != "" {
 		cfg, err := e.load()
@@ -73,7 +75,7 @@ func (e *env) decider() (*consumer.Decider, error) {
 	if err != nil {
 		return nil, &ExitError{Code: ExitInvalid, Err: err}
 	}
-	return &consumer.Decider{MaxBytes: c.MaxMessageBytes, MaxEventAge: c.MaxEventAge, Templates: reg}, nil
+	return &consumer.Decider{MaxBytes: c.MaxMessageBytes, MaxEventAge: c.MaxEventAge, Templates: reg, Attachments: c.Attachments}, nil
 }
 
 // validateEvents checks every event of the file at path and prints one line

@@ -11,16 +11,19 @@ import (
 
 // Config is the whole configuration. The yaml names are the config keys.
 type Config struct {
-	Database  Database  `mapstructure:"database" yaml:"database"`
-	AMQP      AMQP      `mapstructure:"amqp" yaml:"amqp"`
-	Sender    Sender    `mapstructure:"sender" yaml:"sender"`
-	SMTP      SMTP      `mapstructure:"smtp" yaml:"smtp"`
-	Resend    Resend    `mapstructure:"resend" yaml:"resend"`
-	Mail      Mail      `mapstructure:"mail" yaml:"mail"`
-	Relay     Relay     `mapstructure:"relay" yaml:"relay"`
-	Retention Retention `mapstructure:"retention" yaml:"retention"`
-	HTTP      HTTP      `mapstructure:"http" yaml:"http"`
-	Webhooks  Webhooks  `mapstructure:"webhooks" yaml:"webhooks"`
+	Database Database `mapstructure:"database" yaml:"database"`
+	AMQP     AMQP     `mapstructure:"amqp" yaml:"amqp"`
+	Sender   Sender   `mapstructure:"sender" yaml:"sender"`
+	SMTP     SMTP     `mapstructure:"smtp" yaml:"smtp"`
+	Resend   Resend   `mapstructure:"resend" yaml:"resend"`
+	Mail     Mail     `mapstructure:"mail" yaml:"mail"`
+	// Attachments configures the fetch of files by reference
+	// (attachments.go).
+	Attachments Attachments `mapstructure:"attachments" yaml:"attachments"`
+	Relay       Relay       `mapstructure:"relay" yaml:"relay"`
+	Retention   Retention   `mapstructure:"retention" yaml:"retention"`
+	HTTP        HTTP        `mapstructure:"http" yaml:"http"`
+	Webhooks    Webhooks    `mapstructure:"webhooks" yaml:"webhooks"`
 	// Suppression configures the suppression list.
 	Suppression Suppression `mapstructure:"suppression" yaml:"suppression"`
 	// Bounces configures SMTP's reports after the 250: VERP return paths
@@ -261,6 +264,9 @@ type Mail struct {
 	// changes nothing and never resends. 0 turns it off; otherwise 1m to
 	// retention.window.
 	DeliveryConfirmAfter time.Duration `mapstructure:"delivery_confirm_after" yaml:"delivery_confirm_after"`
+	// MaxAttachmentBytes is the most bytes of attachments one mail may
+	// carry in total, before base64; 1 KiB to MaxAttachmentBytesLimit.
+	MaxAttachmentBytes int64 `mapstructure:"max_attachment_bytes" yaml:"max_attachment_bytes"`
 }
 
 // Relay configures the outbox relay.

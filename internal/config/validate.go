@@ -29,6 +29,7 @@ func (c *Config) Validate() error {
 	c.validateWebhooks(bad)
 	c.validateBounces(bad)
 	c.validateConsole(bad)
+	c.validateAttachments(bad)
 	if c.Mail.From == "" {
 		bad("mail.from", "is required (e.g. \"Shop <orders@example.com>\")")
 	} else if _, err := mail.ParseAddress(c.Mail.From); err != nil {

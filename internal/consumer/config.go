@@ -80,6 +80,9 @@ type Config struct {
 	// new mail row (mailtype.IdempotencyKey); the daemon sets the resolved
 	// mail.idempotency_namespace (store.IdempotencyNamespace).
 	IdempotencyNamespace string
+	// Attachments is what data.attachments may carry
+	// (attachments.allowed_hosts non-empty, mail.max_attachment_bytes).
+	Attachments AttachmentRules
 	// ReconnectBackoff and ReconnectBackoffMax bound the delay between
 	// reconnects (capped exponential, jitter); 0 means
 	// broker.DefaultBackoff and broker.DefaultBackoffMax (500ms and 2s).

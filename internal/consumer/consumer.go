@@ -126,6 +126,7 @@ func New(cfg Config, o Options) (*Consumer, error) {
 			MaxBytes: cfg.MaxMessageBytes, MaxEventAge: cfg.MaxEventAge,
 			From: cfg.MailFrom, ReplyTo: cfg.MailReplyTo, IdempotencyNamespace: cfg.IdempotencyNamespace,
 			FromDomain: mailtype.AddressDomain(cfg.MailFrom), Templates: o.Templates,
+			Attachments: cfg.Attachments,
 		},
 		metrics: NewMetrics(o.Registerer), onState: o.BrokerMetrics.OnState(broker.RoleConsumer),
 		onBlocked: o.BrokerMetrics.OnBlocked(broker.RoleConsumer),

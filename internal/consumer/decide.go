@@ -76,6 +76,8 @@ type Decider struct {
 	// bytes whatever the config says later.
 	From, ReplyTo, IdempotencyNamespace string
 	Templates                           Renderer
+	// Attachments says whether and how much data.attachments may carry.
+	Attachments AttachmentRules
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -175,6 +177,9 @@ func (d *Decider) confirmed(env *envelope, eventID, orderID string, rev int, dat
 		return nil, permanent(mailtype.ReasonInvalidField, "dedupe_key %q must be %q for an OrderConfirmed of revision %d", mailtype.Sanitize(*env.DedupeKey), want, rev)
 	}
 	if err := checkOrder(data); err != nil {
+		return nil, err
+	}
+	if err := checkAttachments(data.Attachments, d.Attachments); err != nil {
 		return nil, err
 	}
 	settings, err := d.Templates.Settings(templates.OrderConfirmed)

@@ -50,6 +50,8 @@ type orderData struct {
 	Currency     *string    `json:"currency"`
 	Total        *string    `json:"total"`
 	Items        []itemData `json:"items"`
+	// Attachments is data.attachments (attachments.go).
+	Attachments []attachmentData `json:"attachments"`
 	// Revision is data.revision, kept raw so that its check can tell 2
 	// from 2.5, "2" and null.
 	Revision json.RawMessage `json:"revision"`

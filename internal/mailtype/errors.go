@@ -36,6 +36,9 @@ const (
 	ReasonRender             Reason = "render"
 	ReasonStale              Reason = "stale"
 	ReasonDeliveryLimit      Reason = "delivery_limit"
+	// ReasonAttachment: a required attachment could not be fetched or
+	// verified (the detail says which and why); the mail was never sent.
+	ReasonAttachment Reason = "attachment"
 )
 
 // Sender and infrastructure reasons.

@@ -52,6 +52,10 @@ func MailReport(m store.MailView, now time.Time) []Field {
 	add("delivered_at", Stamp(m.DeliveredAt))
 	add("delivery_delayed_at", Stamp(m.DeliveryDelayedAt))
 	add("reconciled", EvidenceLine(m))
+	add("attachments", attachStateLine(m))
+	for _, a := range m.Attachments {
+		add("attachment", AttachmentLine(a))
+	}
 	if len(m.Feedback) == 0 {
 		add("feedback", "none written")
 	}
@@ -222,4 +226,34 @@ func Short(d time.Duration) string {
 		return h + "h"
 	}
 	return s
+}
+
+// attachStateLine says where a mail with attachments stands: "" for a
+// mail without.
+func attachStateLine(m store.MailView) string {
+	switch m.AttachState {
+	case "pending":
+		return "pending: not sent before every file is fetched and verified"
+	case "ready":
+		return "ready: every file stored (or, optional, omitted)"
+	case "failed":
+		return "failed: a required file could not be had (reason attachment)"
+	}
+	return ""
+}
+
+// AttachmentLine is one attachment's line of `mail show`: name, type,
+// size, status, attempts and the last refusal, e.g. "Hóa đơn.pdf
+// (application/pdf, 48213 bytes, optional): pending after 2 attempts,
+// last refused: status: HTTP 503".
+func AttachmentLine(a store.AttachmentView) string {
+	opt := ""
+	if a.Optional {
+		opt = ", optional"
+	}
+	line := fmt.Sprintf("%s (%s, %d bytes%s): %s after %d attempts", a.FileName, a.ContentType, a.Size, opt, a.Status, a.Attempts)
+	if a.Reason != "" {
+		line += ", last refused: " + a.Reason + ": " + a.Detail
+	}
+	return line
 }

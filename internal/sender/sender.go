@@ -70,6 +70,9 @@ type Message struct {
 	// Date is the Date header; the row's creation time, so that it is the
 	// same on every attempt.
 	Date time.Time
+	// Attachments are the mail's stored files, in the event's order; none
+	// for most mails.
+	Attachments []Attachment
 }
 
 // Receipt is what a provider says about an accepted mail.

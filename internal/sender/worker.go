@@ -504,7 +504,7 @@ func (p *Pool) message(m *store.ClaimedMail) *Message {
 		ID: m.ID, From: m.From, To: m.ToEmail, ToName: m.ToName, ReplyTo: m.ReplyTo,
 		Subject: m.Subject, Text: m.BodyText, HTML: m.BodyHTML,
 		MessageID: m.MessageID, DedupeKey: m.DedupeKey, IdempotencyKey: m.IdempotencyKey,
-		Date: m.CreatedAt,
+		Date: m.CreatedAt, Attachments: m.Attachments,
 	}
 	if m.Legacy {
 		msg.From, msg.ToName = p.cfg.From, displayName(m.ToName)

@@ -114,6 +114,11 @@ type ClaimedMail struct {
 	// none): after an ambiguous outcome the mail is only sent again through
 	// the same one (sender.fallback_provider never takes it).
 	Provider string
+	// HasAttachments is true for a mail whose event named attachments;
+	// Attachments are its stored files (an omitted optional one left out),
+	// loaded with the claim (attach.go).
+	HasAttachments bool
+	Attachments    []AttachmentFile
 	// TraceContext is the row's stored trace context (the consumer's span
 	// of the event that asked for the mail), "" when it has none; the send
 	// span is its child.
@@ -134,6 +139,8 @@ type ClaimedMail struct {
 // condition on the primary key: a join with the CTEs was planned as a hash
 // join over a sequential scan of the whole table (the LIMIT expression
 // defeats the row estimate), which is the cost this design must not pay.
+// A mail whose attachments are not all fetched and verified
+// (attach_state 'pending', attach.go) is never taken: it is not due yet.
 // Rows with cancel_requested are never taken: a cancelled mail is not
 // retried. An expired lease is taken only when its claim never started a
 // send (send_started_at NULL): that reclaim is silent and spends nothing.
@@ -153,12 +160,14 @@ WITH expired AS MATERIALIZED (
 ), priority AS MATERIALIZED (
     SELECT id FROM mail
     WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now() AND lane = 1
+      AND attach_state IS DISTINCT FROM 'pending'
     ORDER BY send_after, id
     LIMIT $1 - (SELECT count(*) FROM expired)
     FOR UPDATE SKIP LOCKED
 ), bulk AS MATERIALIZED (
     SELECT id FROM mail
     WHERE status = 'pending' AND NOT cancel_requested AND send_after <= now() AND lane = 0
+      AND attach_state IS DISTINCT FROM 'pending'
     ORDER BY send_after, id
     LIMIT $1 - (SELECT count(*) FROM expired) - LEAST((SELECT count(*) FROM priority), $4)
     FOR UPDATE SKIP LOCKED
@@ -184,7 +193,7 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
     COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)
                   AND (s.expires_at IS NULL OR s.expires_at > now())), false), COALESCE(m.provider, ''),
-    COALESCE(m.trace_context, ''), m.lane`
+    COALESCE(m.trace_context, ''), m.lane, m.attach_state IS NOT NULL`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -209,7 +218,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
 			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt,
-			&m.Suppressed, &m.Provider, &m.TraceContext, &m.Lane); err != nil {
+			&m.Suppressed, &m.Provider, &m.TraceContext, &m.Lane, &m.HasAttachments); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""
@@ -217,6 +226,10 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim mails: %w", interpretError(err))
+	}
+	rows.Close()
+	if err := s.loadAttachments(ctx, out); err != nil {
+		return nil, fmt.Errorf("claim mails: %w", err)
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 // migration that creates a table adds it here (TestHealthTablesAreTheSchema
 // compares the list with a migrated schema).
 var HealthTables = []string{
-	"audit_log", "console_session", "mail", "mail_attempt", "mail_status_delta", "mail_status_total", "mailsvc_meta", "outbox", "provider_state",
+	"audit_log", "console_session", "mail", "mail_attachment", "mail_attempt", "mail_status_delta", "mail_status_total", "mailsvc_meta", "outbox", "provider_state",
 	"recipient_window", "relay_lease", "suppression", "suppression_event", "webhook_event",
 }
 

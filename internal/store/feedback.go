@@ -119,9 +119,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, nullif($9, ''))`
 // relay), in the order of the arrays.
 const insertOutboxManySQL = `
 INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at, trace_context)
-SELECT e, $2, rk, et, o, k, p::jsonb, c, nullif(tc, '')
+SELECT e, $2, rk, et, o, k,
+       CASE WHEN om.names IS NULL THEN p::jsonb ELSE jsonb_set(p::jsonb, '{data,omitted_attachments}', om.names) END,
+       c, nullif(tc, '')
 FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-    AS u(e, rk, et, o, k, p, c, tc)`
+    AS u(e, rk, et, o, k, p, c, tc)
+LEFT JOIN LATERAL (` + omittedAttachmentsSQL + `) om ON true`
 
 // outboxRow is the outbox row of one feedback event, addressed to the
 // store's events exchange.

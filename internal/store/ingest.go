@@ -174,8 +174,10 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
-                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane,
+                  attach_state, attach_next_at)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
+       ` + attachStateExpr + `
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
@@ -213,10 +215,12 @@ WITH u AS (
 )
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
-                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane)
+                  from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane,
+                  attach_state, attach_next_at)
 SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid,
        CASE WHEN st = 'pending' AND w.mails - n + nth > $23::int THEN 'held' ELSE st END,
-       nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln
+       nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
+       ` + attachStateExpr + `
 FROM u LEFT JOIN w ON w.recipient = u.r AND u.st = 'pending'
 ORDER BY ord
 ON CONFLICT DO NOTHING

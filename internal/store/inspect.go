@@ -64,6 +64,11 @@ type MailView struct {
 	// database's clock when it was read.
 	DeliveryUnconfirmed bool           `json:"delivery_unconfirmed"`
 	Feedback            []FeedbackView `json:"feedback"`
+	// AttachState is the state of the mail's attachments ("" for none:
+	// pending, ready or failed; docs/design.md, "Attachments") and
+	// Attachments each file's.
+	AttachState string           `json:"attach_state,omitempty"`
+	Attachments []AttachmentView `json:"attachments,omitempty"`
 }
 
 // Reconciliation is how an `unknown` mail was settled by its provider's
@@ -100,7 +105,7 @@ locked_until, COALESCE(locked_by, ''), send_after, first_claimed_at, COALESCE(pr
 COALESCE(provider_message_id, ''), COALESCE(last_error, ''), occurred_at, created_at,
 updated_at, sent_at, revision, sends, COALESCE(last_error_class, ''), delivered_at, delivery_delayed_at,
 COALESCE(reconciled_by, ''), reconciled_at, COALESCE(evidence_type, ''), COALESCE(evidence_id, ''), evidence_at, budget_base,
-COALESCE(` + unconfirmed(2) + `, false)`
+COALESCE(` + unconfirmed(2) + `, false), COALESCE(attach_state, '')`
 
 // mailViewArgs are the arguments of a mail view query after its own $1:
 // the DeliveryConfirm rule ($2, $3).
@@ -120,7 +125,7 @@ func scanMailView(row pgx.Row) (MailView, error) {
 		&m.LockedUntil, &m.LockedBy, &m.SendAfter, &m.FirstAttemptAt, &m.Provider,
 		&m.ProviderMessageID, &m.LastError, &m.OccurredAt, &m.CreatedAt, &m.UpdatedAt, &m.SentAt, &m.Revision, &m.Sends,
 		&m.LastErrorClass, &m.DeliveredAt, &m.DeliveryDelayedAt, &r.By, &at, &r.EvidenceType, &r.EvidenceID, &evidenceAt,
-		&m.ReconciledSends, &m.DeliveryUnconfirmed)
+		&m.ReconciledSends, &m.DeliveryUnconfirmed, &m.AttachState)
 	if err == nil && r.By != "" && at != nil && evidenceAt != nil {
 		r.At, r.EvidenceAt = *at, *evidenceAt
 		m.Reconciliation = &r
@@ -137,6 +142,9 @@ func (s *Store) MailByKey(ctx context.Context, dedupeKey string) (MailView, erro
 		return MailView{}, fmt.Errorf("read mail %q: %w", dedupeKey, interpretError(err))
 	}
 	if m.Feedback, err = s.feedbackOf(ctx, dedupeKey); err != nil {
+		return MailView{}, err
+	}
+	if m.Attachments, err = s.attachmentsOf(ctx, m.ID); err != nil {
 		return MailView{}, err
 	}
 	return m, nil
@@ -161,6 +169,9 @@ func (s *Store) MailsByOrder(ctx context.Context, orderID string) ([]MailView, e
 	}
 	for i := range mails {
 		if mails[i].Feedback, err = s.feedbackOf(ctx, mails[i].DedupeKey); err != nil {
+			return nil, err
+		}
+		if mails[i].Attachments, err = s.attachmentsOf(ctx, mails[i].ID); err != nil {
 			return nil, err
 		}
 	}

@@ -163,7 +163,10 @@ func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string,
 		if err := src.edit(edit); err != nil {
 			return err
 		}
-		if err := insertResend(ctx, tx, newKey, domain, namespace, src); err != nil || commit {
+		if err := insertResend(ctx, tx, newKey, domain, namespace, src); err != nil {
+			return err
+		}
+		if err := copyAttachments(ctx, tx, dedupeKey, newKey); err != nil || commit {
 			return err
 		}
 		return errRollback

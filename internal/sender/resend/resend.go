@@ -107,9 +107,26 @@ func payload(m *sender.Message) *resendapi.SendEmailRequest {
 		From: m.From, To: []string{to}, Subject: m.Subject, Text: m.Text, Html: m.HTML, ReplyTo: m.ReplyTo,
 		// Only the stored Message-ID (which Resend's email id and our row
 		// both map to); the idempotency key travels as the HTTP header only.
-		Headers: map[string]string{"Message-ID": m.MessageID},
-		Tags:    reportTags(m),
+		Headers:     map[string]string{"Message-ID": m.MessageID},
+		Tags:        reportTags(m),
+		Attachments: attachments(m),
 	}
+}
+
+// attachments are m's stored files as Resend's `attachments` field:
+// content (base64 in the JSON), filename and content_type (Resend API
+// reference, "Send Email"; docs "Attachments"). The same bytes on every
+// attempt, so a retry's payload is identical and its Idempotency-Key
+// holds.
+func attachments(m *sender.Message) []*resendapi.Attachment {
+	if len(m.Attachments) == 0 {
+		return nil
+	}
+	out := make([]*resendapi.Attachment, len(m.Attachments))
+	for i, a := range m.Attachments {
+		out[i] = &resendapi.Attachment{Content: a.Content, Filename: a.FileName, ContentType: a.ContentType}
+	}
+	return out
 }
 
 // reportTags are the tags of m's request: its report tag

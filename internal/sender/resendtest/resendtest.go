@@ -110,6 +110,8 @@ type Email struct {
 	From    string
 	To      []string
 	Subject string
+	// Attachments are the payload's attachments, decoded.
+	Attachments []Attachment
 }
 
 // Request is one request the stand-in received.
@@ -255,8 +257,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			"Too many requests: this team's rate limit is reached; see the rate limit response headers"), false)
 		return
 	}
-	body, err := io.ReadAll(r.Body)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
+		s.answer(c, http.StatusRequestEntityTooLarge, errorBody(http.StatusRequestEntityTooLarge, "validation_error", "request body too large"), false)
 		return
 	}
 	if _, ok := r.Header["Idempotency-Key"]; ok && (len(c.key) < 1 || len(c.key) > 256) {
@@ -273,7 +276,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.answer(c, http.StatusUnprocessableEntity, errorBody(http.StatusUnprocessableEntity, "validation_error", err.Error()), false)
 		return
 	}
-	s.handle(c, body, Email{Headers: req.Headers, Tags: tags, From: req.From, To: req.To, Subject: req.Subject})
+	files, err := decodeAttachments(req.Attachments)
+	if err != nil {
+		s.answer(c, http.StatusUnprocessableEntity, errorBody(http.StatusUnprocessableEntity, "validation_error", err.Error()), false)
+		return
+	}
+	s.handle(c, body, Email{Headers: req.Headers, Tags: tags, From: req.From, To: req.To, Subject: req.Subject, Attachments: files})
 }
 
 // admit applies LimitRate to a request arriving at c.at and sets the

@@ -15,6 +15,8 @@ type request struct {
 	Subject string            `json:"subject"`
 	Headers map[string]string `json:"headers"`
 	Tags    []tag             `json:"tags"`
+	// Attachments are the request's files (attachments.go).
+	Attachments []attachment `json:"attachments"`
 }
 
 // tag is one entry of the request's tags: {"name": ..., "value": ...}.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	gomail "github.com/wneessen/go-mail"
 	gosmtp "github.com/wneessen/go-mail/smtp"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -37,14 +36,18 @@ type session struct {
 // transact's.
 // After any failure the connection is dropped.
 func (s *session) Send(ctx context.Context, m *sender.Message) (sender.Receipt, error) {
-	msg, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
+	built, err := buildMsg(m, s.p.cfg.IdempotencyHeader)
 	if err != nil {
 		return sender.Receipt{}, err
 	}
 	if s.p.cfg.ReturnPath != nil {
-		if err := msg.EnvelopeFrom(s.p.cfg.ReturnPath(m.ID)); err != nil {
+		if err := built.EnvelopeFrom(s.p.cfg.ReturnPath(m.ID)); err != nil {
 			return sender.Receipt{}, mailtype.Errorf(mailtype.Permanent, mailtype.ReasonInvalidAddress, "return path: %v", err)
 		}
+	}
+	msg, err := withAttachments(built, m)
+	if err != nil {
+		return sender.Receipt{}, err
 	}
 	dsn := dsnParams{notify: s.p.cfg.DSNNotify, envID: m.DedupeKey}
 	reused := s.client != nil
@@ -78,7 +81,7 @@ func deadBeforeTransaction(err error) bool {
 	return false
 }
 
-func (s *session) sendOnce(ctx context.Context, msg *gomail.Msg, dsn dsnParams) (sender.Receipt, error) {
+func (s *session) sendOnce(ctx context.Context, msg outgoing, dsn dsnParams) (sender.Receipt, error) {
 	if s.client != nil && s.client.UpdateDeadline(s.p.cfg.PhaseTimeout) != nil {
 		s.drop()
 	}

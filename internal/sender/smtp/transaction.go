@@ -83,8 +83,8 @@ type command struct {
 // answered DATA with 354 despite a refused recipient, which RFC 2920,
 // section 3.1, asks the client to end with a lone dot, sees the close
 // instead and takes nothing).
-func transact(c *gosmtp.Client, msg *gomail.Msg, check bool, dsn dsnParams) (string, error) {
-	from, to, err := envelope(msg)
+func transact(c *gosmtp.Client, msg outgoing, check bool, dsn dsnParams) (string, error) {
+	from, to, err := envelope(msg.Msg)
 	if err != nil {
 		return "", &txError{step: stepEnvelope, err: err}
 	}
