@@ -39,7 +39,7 @@ func mailWith(t *testing.T, orderID string, occurred time.Time, files ...file) s
 		EventID: uuid.NewString(), DedupeKey: mailtype.ConfirmationKey(orderID), OrderID: orderID,
 		Template: "order_confirmed", Locale: "vi", ToEmail: "b@example.com", Payload: payload,
 		Subject: "s", BodyText: "t", BodyHTML: "<p>t</p>", MessageID: "<" + orderID + "@example.com>",
-		OccurredAt: occurred, MaxAge: 24 * time.Hour,
+		OccurredAt: occurred, MaxAge: 24 * time.Hour, HasAttachments: len(files) > 0,
 	}}
 }
 

@@ -207,7 +207,7 @@ func (d *Decider) confirmed(env *envelope, eventID, orderID string, rev int, dat
 		From:      d.From, ToName: r.ToName, ReplyTo: d.ReplyTo,
 		IdempotencyKey: mailtype.IdempotencyKey(d.IdempotencyNamespace, *env.DedupeKey),
 		OccurredAt:     order.OccurredAt, Stale: d.now().Sub(order.OccurredAt) > maxAge, MaxAge: maxAge,
-		Lane: settings.Lane,
+		Lane: settings.Lane, HasAttachments: len(data.Attachments) > 0,
 	}, nil
 }
 

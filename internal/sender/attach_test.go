@@ -86,6 +86,7 @@ func (b *bundle) withFiles(t *testing.T, orderID string, missing bool) int64 {
 		Locale: "vi", ToEmail: "b@example.com", Payload: payload, Subject: "Đơn hàng " + orderID,
 		BodyText: "Cảm ơn", BodyHTML: "<p>Cảm ơn</p>", MessageID: mailtype.MessageID(key(orderID), "example.com"),
 		From: from, IdempotencyKey: "ns:" + key(orderID), OccurredAt: time.Now().UTC(), MaxAge: time.Hour,
+		HasAttachments: true,
 	}}})
 	require.NoError(t, err)
 	st := attach.NewStage(attach.Config{

@@ -27,6 +27,7 @@ func confirmWithFiles(orderID string, files ...[]byte) store.IngestItem {
 			i, i, hex.EncodeToString(sum[:]), len(f), i > 0)
 	}
 	it.Mail.Payload = []byte(`{"order_id":"` + orderID + `","attachments":[` + refs + `]}`)
+	it.Mail.HasAttachments = len(files) > 0
 	return it
 }
 

@@ -49,6 +49,10 @@ type NewMail struct {
 	// Lane is the mail's priority lane (the template's settings.yaml
 	// lane); the zero value is bulk.
 	Lane mailtype.Lane
+	// HasAttachments marks a mail whose event names attachments
+	// (data.attachments): it is written waiting for them (attach_state
+	// pending) and not claimed until the fetch stage has them.
+	HasAttachments bool
 }
 
 // Cancel is an OrderCancelled event.
@@ -181,13 +185,13 @@ SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
-            $22::smallint[])
-     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln)
+            $22::smallint[], $23::bool[])
+     AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, att)
 ON CONFLICT DO NOTHING
 RETURNING event_id::text, dedupe_key, status`
 
 // insertLimitedMailsSQL is insertMailsSQL with the per-recipient safety
-// limit ($23 mails per window of $24 seconds, on the database's clock):
+// limit ($24 mails per window of $25 seconds, on the database's clock):
 // w adds the batch's pending mails to each recipient's window count
 // (recipient_window, the address lower-cased) in recipient order, so that
 // two replicas lock the same rows in the same order and never deadlock,
@@ -204,11 +208,11 @@ WITH u AS (
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
                 $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
-                $22::smallint[])
-         WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, ord)
+                $22::smallint[], $23::bool[])
+         WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, att, ord)
 ), w AS (
     INSERT INTO recipient_window AS w (recipient, window_start, mails)
-    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $24::int) * $24::int), count(*)
+    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $25::int) * $25::int), count(*)
     FROM u WHERE st = 'pending' GROUP BY r ORDER BY r
     ON CONFLICT (recipient, window_start) DO UPDATE SET mails = w.mails + excluded.mails
     RETURNING recipient, mails
@@ -218,7 +222,7 @@ INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, pa
                   from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane,
                   attach_state, attach_next_at)
 SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid,
-       CASE WHEN st = 'pending' AND w.mails - n + nth > $23::int THEN 'held' ELSE st END,
+       CASE WHEN st = 'pending' AND w.mails - n + nth > $24::int THEN 'held' ELSE st END,
        nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
        ` + attachStateExpr + `
 FROM u LEFT JOIN w ON w.recipient = u.r AND u.st = 'pending'
@@ -294,7 +298,7 @@ func insertMailsArgs(items []IngestItem) []any {
 	for c := range cols {
 		cols[c] = make([]string, n)
 	}
-	occurred, revisions, lanes := make([]time.Time, n), make([]int32, n), make([]int16, n)
+	occurred, revisions, lanes, attach := make([]time.Time, n), make([]int32, n), make([]int16, n), make([]bool, n)
 	for i, it := range items {
 		m := it.Mail
 		status, lastErr, lastClass := string(mailtype.StatusPending), "", ""
@@ -312,12 +316,13 @@ func insertMailsArgs(items []IngestItem) []any {
 			cols[c][i] = v
 		}
 		occurred[i], revisions[i], lanes[i] = m.OccurredAt, int32(revisionOr1(m.Revision)), int16(m.Lane)
+		attach[i] = m.HasAttachments
 	}
-	args := make([]any, 0, 24)
+	args := make([]any, 0, 25)
 	for _, c := range cols {
 		args = append(args, c)
 	}
-	return append(args, occurred, revisions, lanes)
+	return append(args, occurred, revisions, lanes, attach)
 }
 
 // revisionOr1 is r, or 1 for an unset revision.
