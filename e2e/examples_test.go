@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/mailsvc/mailsvc/internal/e2etest"
+	"github.com/mailsvc/mailsvc/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +51,7 @@ type exampleCommands struct{ producer, consumer []string }
 // must hold exactly the statuses the contract promises.
 func TestExamples(t *testing.T) {
 	t.Parallel()
+	testenv.NeedsServer(t, "RabbitMQ, PostgreSQL and a running mailsvc")
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir, "./producer", "./consumer")
 	build.Dir = "../examples/go"
