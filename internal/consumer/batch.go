@@ -110,6 +110,10 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 	}
 	now := time.Now()
 	for j, i := range idx {
+		if res[j].Outcome == mailtype.OutcomeEventIDReused {
+			decisions[i] = reusedEventID(decisions[i])
+			continue
+		}
 		results[i] = res[j]
 		if res[j].Outcome != mailtype.OutcomeDuplicate {
 			l.c.metrics.EventLag.Observe(max(0, now.Sub(decisions[i].OccurredAt).Seconds()))
@@ -117,6 +121,16 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 	}
 	l.wake(res)
 	return results, nil
+}
+
+// reusedEventID turns the decision to record d, whose event_id an event of
+// another intent already used, into a dead letter: taking it for a
+// redelivery would lose its mail without a word (docs/contract.md,
+// "Input": a new intent needs a new event_id).
+func reusedEventID(d Decision) Decision {
+	return deadLetter(d.EventType, d.EventID, permanent(mailtype.ReasonInvalidField,
+		"event_id %s was already used by an event with another dedupe_key; a new intent (%s) needs a new event_id",
+		d.EventID, d.Item.Mail.DedupeKey))
 }
 
 // ingest records items, retrying every failure with capped exponential

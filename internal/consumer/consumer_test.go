@@ -194,3 +194,30 @@ func TestDeliveryLineCarriesTheRedeliveredFlag(t *testing.T) {
 	require.Equal(t, map[string]string{again["event_id"].(string): "true", fresh["event_id"].(string): "false"}, flags)
 	require.Equal(t, int64(1), r.c.RedeliveredForTest())
 }
+
+// A producer that reuses an event_id for another order: the second event
+// is not a redelivery (its dedupe_key differs), so it is dead-lettered
+// with reason invalid_field, naming the event id, instead of being taken
+// for a duplicate and losing its mail without a word. A true redelivery
+// of either event is still a duplicate, in the same batch or later.
+func TestReusedEventIDIsDeadLetteredNotDropped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.start(t)
+	first := confirmedNow("600")
+	second := confirmedNow("601")
+	second["event_id"] = first["event_id"]
+	b.publish(t, "order.confirmed", body(t, first), body(t, second), body(t, first))
+	r.waitConsumed(t, 3)
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM mail`))
+	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE event_id = $1 AND dedupe_key = 'order-confirmed:600'`, first["event_id"]))
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "inserted"))
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "duplicate"))
+	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "dead_lettered"))
+	dead := b.deadLetters(t)
+	require.Len(t, dead, 1)
+	require.Equal(t, body(t, second), dead[0].Body)
+	require.Equal(t, "invalid_field", deadletter.Reason(dead[0].Headers))
+	require.Contains(t, dead[0].Headers[deadletter.HeaderError], "already used by an event with another dedupe_key")
+	require.Equal(t, 0, b.queueDepth(t, b.names.Queue))
+}

@@ -34,6 +34,12 @@ const (
 	// (mail.recipient_limit) created its mail held: recorded, not sent
 	// until an operator releases it.
 	OutcomeHeld Outcome = "held"
+	// OutcomeEventIDReused is a store result, never a final outcome: an
+	// OrderConfirmed whose event_id an earlier event of another intent
+	// (dedupe_key) already used. The consumer dead-letters it (reason
+	// invalid_field) instead of taking it for a redelivery, which would
+	// lose its mail without a word.
+	OutcomeEventIDReused Outcome = "event_id_reused"
 )
 
 // Outcomes lists every outcome, for pre-initialized metric labels.

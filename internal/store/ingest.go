@@ -271,10 +271,16 @@ func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []I
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("insert mails: %w", err)
 	}
+	reused, err := reusedEventIDs(ctx, q, items, inserted)
+	if err != nil {
+		return err
+	}
 	for i, it := range items {
 		k := [2]string{it.Mail.EventID, it.Mail.DedupeKey}
 		got := inserted[k]
 		switch {
+		case len(got) == 0 && reused[it.Mail.EventID] != "" && reused[it.Mail.EventID] != it.Mail.DedupeKey:
+			res[i] = IngestResult{Outcome: mailtype.OutcomeEventIDReused}
 		case len(got) == 0:
 			res[i] = IngestResult{Outcome: mailtype.OutcomeDuplicate}
 		case it.Mail.Stale:
@@ -323,6 +329,44 @@ func insertMailsArgs(items []IngestItem) []any {
 		args = append(args, c)
 	}
 	return append(args, occurred, revisions, lanes, attach)
+}
+
+// reusedEventIDsSQL reads the intent (dedupe_key) each event id already
+// names.
+const reusedEventIDsSQL = `SELECT event_id::text, dedupe_key FROM mail WHERE event_id = ANY ($1::uuid[])`
+
+// reusedEventIDs returns, for the items the insert skipped (nothing
+// inserted under their event id and key), the dedupe_key the row holding
+// their event_id has: a key other than the item's means a producer reused
+// an event id for another intent (docs/contract.md, "Input"). One more
+// statement, only in a batch with a skipped item (a redelivery, usually).
+func reusedEventIDs(ctx context.Context, q querier, items []IngestItem, inserted map[[2]string][]string) (map[string]string, error) {
+	var ids []string
+	for _, it := range items {
+		if _, ok := inserted[[2]string{it.Mail.EventID, it.Mail.DedupeKey}]; !ok {
+			ids = append(ids, it.Mail.EventID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, reusedEventIDsSQL, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read the intents of skipped event ids: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var p [2]string
+		err := r.Scan(&p[0], &p[1])
+		return p, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the intents of skipped event ids: %w", err)
+	}
+	m := make(map[string]string, len(out))
+	for _, p := range out {
+		m[p[0]] = p[1]
+	}
+	return m, nil
 }
 
 // revisionOr1 is r, or 1 for an unset revision.
