@@ -155,14 +155,20 @@ func (s *Stage) job(ctx context.Context, j *store.AttachJob, sem chan struct{}) 
 			continue
 		}
 		s.metrics.Failures.WithLabelValues(string(r.Reason)).Inc()
-		if r.Transient && !expired {
+		optionalDone := ref.Optional && s.optionalSpent(j, ref)
+		if r.Transient && !expired && !optionalDone {
 			retry = true
 			if err := s.store.NoteAttachmentFailure(ctx, j.MailID, ref.Index, string(r.Reason), r.Detail, ""); err != nil {
 				return err
 			}
 			continue
 		}
-		if r.Transient {
+		switch {
+		case r.Transient && !expired:
+			r = &Refusal{Reason: ReasonExpired, Detail: fmt.Sprintf("optional: still failing after %d attempts: %s: %s",
+				ref.Attempts+1, r.Reason, r.Detail)}
+			s.metrics.Failures.WithLabelValues(string(ReasonExpired)).Inc()
+		case r.Transient:
 			r = &Refusal{Reason: ReasonExpired, Detail: fmt.Sprintf("still failing when the max event age ran out: %s: %s", r.Reason, r.Detail)}
 			s.metrics.Failures.WithLabelValues(string(ReasonExpired)).Inc()
 		}
@@ -176,6 +182,20 @@ func (s *Stage) job(ctx context.Context, j *store.AttachJob, sem chan struct{}) 
 	}
 	_, err := s.store.AttachmentsReady(ctx, j.MailID)
 	return err
+}
+
+// OptionalAttempts is how many fetches an optional file gets before the
+// mail goes without it. A required file is retried until the event's max
+// age runs out; an optional one must not hold the mail that long, or the
+// mail it was optional for would go stale waiting and never be sent.
+const OptionalAttempts = 3
+
+// optionalSpent reports whether the optional file ref has had its chance:
+// OptionalAttempts fetches with this one, or a quarter of the event's max
+// age gone (so that, with a short mail.max_event_age, the mail still
+// leaves well before it turns stale).
+func (s *Stage) optionalSpent(j *store.AttachJob, ref *store.AttachmentRef) bool {
+	return ref.Attempts+1 >= OptionalAttempts || s.cfg.Now().After(j.OccurredAt.Add(s.cfg.MaxEventAge/4))
 }
 
 // giveUp records a file that will not be had: an optional one is omitted

@@ -108,3 +108,34 @@ func TestStageOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "the waiting mail is not due before its backoff")
 }
+
+// An optional file the server keeps refusing for now (503) is tried
+// OptionalAttempts times, then the mail goes without it: it must not be
+// retried until the max age and turn the mail stale.
+func TestOptionalFileGivesUpBeforeTheMailGoesStale(t *testing.T) {
+	t.Parallel()
+	fs := newFileServer(t, routes())
+	sc := storetest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := sc.Store.Ingest(ctx, []store.IngestItem{
+		mailWith(t, "terms-busy", time.Now().UTC(), pdfAt(fs.url("/invoice.pdf"), false), pdfAt(fs.url("/busy"), true)),
+	})
+	require.NoError(t, err)
+	st := attach.NewStage(attach.Config{
+		Fetch: fs.config(), Concurrency: 2, RetryBackoff: time.Minute, RetryBackoffMax: time.Hour,
+		PollInterval: time.Second, MaxEventAge: 24 * time.Hour,
+	}, sc.Store, attach.NewMetrics(prometheus.NewRegistry()), slog.New(slog.DiscardHandler))
+	var states []string
+	for range attach.OptionalAttempts {
+		n, err := st.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		states = append(states, sc.QueryMap(t, `SELECT order_id, status || '/' || attach_state FROM mail`)["terms-busy"])
+		sc.Exec(t, `UPDATE mail SET attach_next_at = now()`) // the backoff, passed
+	}
+	require.Equal(t, []string{"pending/pending", "pending/pending", "pending/ready"}, states)
+	require.Equal(t, int64(1), sc.QueryInt(t, `SELECT count(*) FROM mail_attachment WHERE status = 'omitted' AND attempts = 3
+		AND reason = 'expired' AND detail LIKE 'optional: still failing after 3 attempts: status: HTTP 503'`))
+	require.Equal(t, int64(1), sc.QueryInt(t, `SELECT count(*) FROM mail_attachment WHERE status = 'fetched'`))
+}
