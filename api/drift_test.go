@@ -186,6 +186,8 @@ var driftCases = []driftCase{
 	{name: "attachment file name with a line break", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "a\r\nContent-Type: text/html.pdf" }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "attachment file name with a C1 control", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "a\u0085b.pdf" }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "attachment file name ..", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = ".." }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name with a right-to-left override", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "invoice\u202Efdp.exe" }, want: invalid, reason: mailtype.ReasonInvalidField},
+	{name: "attachment file name blank", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["file_name"] = "\u00a0 " }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "attachment checksum in upper case", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["sha256"] = strings.Repeat("AB", 32) }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "attachment content type with parameters", base: withInvoice, change: func(ev map[string]any) { attachment(ev)["content_type"] = "application/pdf; name=x" }, want: invalid, reason: mailtype.ReasonInvalidField},
 	{name: "attachment without a size", base: withInvoice, change: func(ev map[string]any) { delete(attachment(ev), "size") }, want: invalid, reason: mailtype.ReasonMissingField},

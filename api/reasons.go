@@ -34,7 +34,7 @@ var patternPhrases = map[string]string{
 	addressLikePattern:       "looks like an e-mail address",
 	reservedOrderIDPattern:   "ends in :r and digits or contains :resend:",
 	`^[A-Za-z0-9_.-]{1,64}$`: "is not 1 to 64 letters, digits, '_', '.' or '-'",
-	fileNamePattern:          "contains a path separator (/ or \\) or a control character",
+	fileNamePattern:          "is blank, or contains a path separator (/ or \\), a control character or a bidirectional or invisible formatting character",
 	mediaTypePattern:         "is not a media type type/subtype without parameters",
 	`^https://`:              "is not an https URL",
 	`^[0-9a-f]{64}$`:         "is not 64 lower-case hexadecimal digits (a SHA-256)",
@@ -66,7 +66,11 @@ const (
 	// fileNamePattern: an attachment's file name, no path separator and no
 	// control character (C0, DEL, C1, the Unicode line and paragraph
 	// separators).
-	fileNamePattern  = `^[^\x00-\x1f\x7f-\x9f/\\` + "\u2028\u2029" + `]+$`
+	fileNamePattern = `^[^` + fileNameNeg + `]*[^ ` + "\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000" + fileNameNeg + `][^` + fileNameNeg + `]*$`
+	// fileNameNeg is what a file name must not contain: C0, DEL, C1, the
+	// path separators, the line and paragraph separators, and the
+	// bidirectional and invisible formatting characters.
+	fileNameNeg      = `\x00-\x1f\x7f-\x9f/\\` + "\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff"
 	mediaTypePattern = `^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,62}$`
 )
 

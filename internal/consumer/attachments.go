@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -120,7 +121,10 @@ func checkAttachment(field string, a *attachmentData) *mailtype.Error {
 // CheckFileName returns a description of what makes name unusable as an
 // attachment's file name, nil when it is fine: 1 to MaxFileNameBytes
 // bytes of UTF-8, no path separator (/ or \), no control character (C0,
-// DEL, C1, U+2028, U+2029), not "." or "..".
+// DEL, C1, U+2028, U+2029), no bidirectional or invisible formatting
+// character (U+200B–U+200F, U+202A–U+202E, U+2060–U+2069, U+FEFF: a
+// right-to-left override shows "invoice\u202Efdp.exe" as
+// "invoiceexe.pdf"), not blank, not "." or "..".
 func CheckFileName(name string) error {
 	switch {
 	case name == "":
@@ -133,6 +137,10 @@ func CheckFileName(name string) error {
 		return fmt.Errorf("%q contains a path separator (/ or \\)", mailtype.Sanitize(name))
 	case strings.IndexFunc(name, isFileNameControl) >= 0:
 		return fmt.Errorf("contains a control character")
+	case strings.IndexFunc(name, isFileNameFormat) >= 0:
+		return fmt.Errorf("contains a bidirectional or invisible formatting character (U+200B-U+200F, U+202A-U+202E, U+2060-U+2069, U+FEFF)")
+	case strings.TrimFunc(name, unicode.IsSpace) == "":
+		return fmt.Errorf("is blank")
 	case name == "." || name == "..":
 		return fmt.Errorf("is . or .., a path rather than a file name")
 	}
@@ -141,6 +149,12 @@ func CheckFileName(name string) error {
 
 func isFileNameControl(r rune) bool {
 	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == '\u2028' || r == '\u2029'
+}
+
+// isFileNameFormat reports the formatting characters a file name must not
+// carry: they change how the name reads, not what it is.
+func isFileNameFormat(r rune) bool {
+	return (r >= 0x200b && r <= 0x200f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2060 && r <= 0x2069) || r == 0xfeff
 }
 
 // checkAttachmentURL refuses what is not an absolute https URL with a

@@ -49,7 +49,7 @@ func TestAttachmentsOverTheConfiguredTotal(t *testing.T) {
 
 func TestCheckFileName(t *testing.T) {
 	t.Parallel()
-	for _, ok := range []string{"invoice.pdf", "Hóa đơn 42.pdf", "a..b", strings.Repeat("x", 255)} {
+	for _, ok := range []string{"invoice.pdf", "Hóa đơn 42.pdf", "a..b", strings.Repeat("x", 255), " a.pdf", "فاتورة.pdf"} {
 		require.NoError(t, consumer.CheckFileName(ok), ok)
 	}
 	for name, want := range map[string]string{
@@ -63,6 +63,12 @@ func TestCheckFileName(t *testing.T) {
 		"..":                     ". or ..",
 		strings.Repeat("đ", 128): "more than 255",
 		"\xff.pdf":               "UTF-8",
+		"invoice\u202Efdp.exe":   "formatting",
+		"a\u200Fb.pdf":           "formatting",
+		"a\u2066b.pdf":           "formatting",
+		"\ufeffa.pdf":            "formatting",
+		" ":                      "blank",
+		"\u00a0\u3000":           "blank",
 	} {
 		err := consumer.CheckFileName(name)
 		require.Error(t, err, "%q", name)
