@@ -2,16 +2,53 @@ package sender
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/mailsvc/mailsvc/internal/backoff"
+	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
 // maxWriteBatch bounds the outcomes and marks one transaction writes.
 const maxWriteBatch = 128
 
-// writeRequest is what a worker asks the writer for: to record out (the
+// completer is the pool's one writer (River's batch completer is its
+// model): the executors hand it their outcomes and the send-started marks
+// of their next sends, and it commits every request waiting when a write
+// starts in one transaction (group commit), each row fenced by its token.
+// It accounts for what it wrote (metrics, the "mail finished" line, the
+// relay's wake-up). Its requests channel has room for every row the pool
+// may hold, so no executor blocks on it for long.
+type completer struct {
+	clock   clockwork.Clock
+	store   Store
+	cfg     Config
+	lease   store.StartLease // what a mark does with the lease (startLease)
+	metrics *Metrics
+	log     *slog.Logger
+	// finishLog is log without the pool's provider attribute: the "mail
+	// finished" line names the provider that made the send (the fallback,
+	// after a failover), and a JSON line must not carry the key twice.
+	finishLog *slog.Logger
+	// primary names sender.provider, the provider of an outcome that names
+	// none.
+	primary string
+	// onOutbox is Deps.OnOutboxWritten.
+	onOutbox func()
+	writes   chan *writeRequest
+}
+
+func newCompleter(cfg Config, deps Deps, fallback bool, metrics *Metrics, log, finishLog *slog.Logger, room int) *completer {
+	return &completer{clock: deps.Clock, store: deps.Store, cfg: cfg, lease: startLease(cfg, fallback), metrics: metrics,
+		log: log, finishLog: finishLog, primary: deps.Provider.Name(), onOutbox: deps.OnOutboxWritten,
+		writes: make(chan *writeRequest, room)}
+}
+
+// writeRequest is what a worker asks the completer for: to record out (the
 // previous send's outcome), to mark start's send as started, or both, in
 // one transaction. reply is answered once it committed (or was given up).
 type writeRequest struct {
@@ -33,15 +70,11 @@ type startReply struct {
 // nil), and waits for the commit. It reports the row's counters and its
 // lease end after the mark (startLease); ok is false when j's send must
 // not start: its lease was lost, a cancel was requested, or the pool is
-// stopping while the database refuses the write. out's row is disowned
-// once written.
-func (p *Pool) commit(out *result, j *job) (store.Started, time.Time, bool) {
+// stopping while the database refuses the write.
+func (c *completer) commit(out *result, j *job) (store.Started, time.Time, bool) {
 	req := &writeRequest{out: out, start: j, reply: make(chan startReply, 1)}
-	p.writes <- req
+	c.writes <- req
 	r := <-req.reply
-	if out != nil {
-		p.disown(out.j)
-	}
 	if r.ok {
 		j.leaseEnd.Store(r.leaseEnd.UnixNano())
 	}
@@ -51,14 +84,14 @@ func (p *Pool) commit(out *result, j *job) (store.Started, time.Time, bool) {
 // writeLoop writes until writes closes: every request waiting when a
 // write starts goes into the same transaction (group commit), so the
 // outcomes and marks of many workers share one commit.
-func (p *Pool) writeLoop(soft, hard context.Context) {
+func (c *completer) writeLoop(soft, hard context.Context) {
 	batch := make([]*writeRequest, 0, maxWriteBatch)
-	for r := range p.writes {
+	for r := range c.writes {
 		batch = append(batch[:0], r)
 	more:
 		for len(batch) < maxWriteBatch {
 			select {
-			case r, ok := <-p.writes:
+			case r, ok := <-c.writes:
 				if !ok {
 					break more
 				}
@@ -67,7 +100,7 @@ func (p *Pool) writeLoop(soft, hard context.Context) {
 				break more
 			}
 		}
-		p.writeBatch(soft, hard, batch)
+		c.writeBatch(soft, hard, batch)
 	}
 }
 
@@ -79,7 +112,7 @@ func (p *Pool) writeLoop(soft, hard context.Context) {
 // a hard stop gives up; the row then waits for the janitor. Marks are
 // given up at a soft stop: no send starts while the database refuses the
 // mark, which renews the lease.
-func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
+func (c *completer) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 	var outs []result
 	var starts []*writeRequest
 	for _, r := range batch {
@@ -100,17 +133,17 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 		for i, r := range starts {
 			fences[i] = r.start.mail.Fence
 		}
-		before := time.Now()
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(hard), p.cfg.DBTimeout)
-		res, started, err := p.deps.Store.FinishAndStart(wctx, as, fences, p.startLease())
+		before := c.clock.Now()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(hard), c.cfg.DBTimeout)
+		res, started, err := c.store.FinishAndStart(wctx, as, fences, c.lease)
 		cancel()
 		if err == nil {
-			p.account(outs, res)
+			c.account(outs, res)
 			answer(batch, started, before)
 			return
 		}
 		if hard.Err() != nil {
-			p.giveUp(outs, try, err)
+			c.giveUp(outs, try, err)
 			answer(batch, nil, time.Time{})
 			return
 		}
@@ -118,14 +151,14 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 			starts = nil // answered not ok below, with the outcomes
 		}
 		if try == 1 || try%20 == 0 {
-			p.log.Warn("record outcomes and mark sends: retrying until the database answers; no send starts meanwhile",
+			c.log.Warn("record outcomes and mark sends: retrying until the database answers; no send starts meanwhile",
 				"outcomes", len(outs), "starts", len(starts), "tries", try, "error", err)
 		}
 		if len(outs) == 0 && len(starts) == 0 {
 			answer(batch, nil, time.Time{})
 			return
 		}
-		sleep(hard, backoff.Delay(try, 20*time.Millisecond, time.Second))
+		sleep(c.clock, hard, backoff.Delay(try, 20*time.Millisecond, time.Second))
 	}
 }
 
@@ -139,19 +172,19 @@ func (p *Pool) writeBatch(soft, hard context.Context, batch []*writeRequest) {
 // and the margin, and with a fallback provider the primary's send before
 // it. Where three quarters of the lease are less than that, the mark keeps
 // only a lease that holds it, and with a short lease it renews every time.
-func (p *Pool) startLease() store.StartLease {
-	need := p.cfg.DBTimeout + p.cfg.SendTimeout + p.margin()
-	if p.fallback() != nil {
-		need += p.cfg.SendTimeout
+func startLease(cfg Config, fallback bool) store.StartLease {
+	need := cfg.DBTimeout + cfg.SendTimeout + margin(cfg)
+	if fallback {
+		need += cfg.SendTimeout
 	}
-	keep := max(p.cfg.Lease-p.cfg.Lease/4, need)
-	return store.StartLease{Renew: p.cfg.Lease, Keep: min(keep, p.cfg.Lease)}
+	keep := max(cfg.Lease-cfg.Lease/4, need)
+	return store.StartLease{Renew: cfg.Lease, Keep: min(keep, cfg.Lease)}
 }
 
 // giveUp logs the outcomes a hard stop leaves unwritten.
-func (p *Pool) giveUp(outs []result, try int, err error) {
+func (c *completer) giveUp(outs []result, try int, err error) {
 	for _, o := range outs {
-		p.log.Error("outcome not recorded before the shutdown timeout; the janitor settles the row after its lease",
+		c.log.Error("outcome not recorded before the shutdown timeout; the janitor settles the row after its lease",
 			append(o.j.logAttrs(), "status", o.v.Record.Status, "tries", try, "error", err)...)
 	}
 }
@@ -172,4 +205,71 @@ func answer(batch []*writeRequest, started []store.Started, before time.Time) {
 		st, ok := got[r.start.mail.Fence]
 		r.reply <- startReply{ok: ok, st: st, leaseEnd: before.Add(st.LeaseLeft)}
 	}
+}
+
+// account accounts for a committed batch of outcomes.
+func (c *completer) account(batch []result, res []store.AttemptResult) {
+	wrote := false
+	for i, r := range batch {
+		provider := r.v.Record.Provider // the provider that made the attempt
+		if provider == "" {
+			provider = c.primary
+		}
+		switch {
+		case errors.Is(res[i].Err, store.ErrLeaseLost):
+			c.metrics.Attempts.WithLabelValues(provider, OutcomeFenced).Inc()
+			c.metrics.FencingRejections.Inc()
+			c.log.Warn("lease lost: another worker owns the mail; nothing recorded", r.j.logAttrs()...)
+		case r.v.Record.Release:
+			wrote = wrote || res[i].Event != ""
+		default:
+			c.metrics.Attempts.WithLabelValues(provider, r.v.Outcome).Inc()
+			c.metrics.countAmbiguous(provider, r.v.Record, res[i].Status)
+			c.logFinished(r.j, r.v, res[i].Finished)
+			wrote = wrote || res[i].Event != ""
+		}
+	}
+	if wrote && c.onOutbox != nil {
+		c.onOutbox()
+	}
+}
+
+// logFinished logs what the write of j's outcome did: a retry, or the one
+// line of a mail that finished (logMailFinished).
+func (c *completer) logFinished(j *job, v verdict, fin store.Finished) {
+	if fin.Status != mailtype.StatusPending {
+		logMailFinished(c.finishLog, c.cfg.OutcomeLevel, fin, v.Record)
+		return
+	}
+	attrs := append(j.logAttrs(), "status", fin.Status)
+	c.log.Info("send failed; will retry", append(attrs, "error_reason", v.Record.ErrorReason,
+		"error", v.Record.Error, "retry_after", v.Record.RetryAfter)...)
+}
+
+// logMailFinished writes the one line of a mail that reached a final
+// status (sent, failed, cancelled or unknown): "mail finished" with
+// dedupe_key, event_id, status, attempts (sends started), provider (""
+// when no send reached one, e.g. a release on a cancel), provider_message_id (when the provider gave one) and duration_ms (from
+// its row being written to this outcome), plus the error's class, reason
+// and text when it did not end sent. Sent and cancelled mails are logged
+// at outcomeLevel (log.mail_outcomes), failed and unknown ones at warn, a
+// reused idempotency key at error.
+func logMailFinished(log *slog.Logger, outcomeLevel slog.Level, fin store.Finished, o store.Outcome) {
+	attrs := []any{"dedupe_key", fin.DedupeKey, "event_id", fin.EventID, "status", fin.Status,
+		"attempts", fin.Sends, "provider", o.Provider}
+	if o.ProviderMessageID != "" {
+		attrs = append(attrs, "provider_message_id", o.ProviderMessageID)
+	}
+	attrs = append(attrs, "duration_ms", time.Since(fin.CreatedAt).Milliseconds())
+	lvl := outcomeLevel
+	switch {
+	case o.ErrorReason == mailtype.ReasonIdempotencyReuse:
+		lvl = slog.LevelError // the payload changed between attempts: a bug, alert
+	case fin.Status == mailtype.StatusFailed || fin.Status == mailtype.StatusUnknown:
+		lvl = slog.LevelWarn
+	}
+	if fin.Status != mailtype.StatusSent && (o.ErrorReason != "" || o.Error != "") {
+		attrs = append(attrs, "error_class", o.ErrorClass, "error_reason", o.ErrorReason, "error", o.Error)
+	}
+	log.Log(context.Background(), lvl, "mail finished", attrs...)
 }

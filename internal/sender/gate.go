@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -45,6 +47,7 @@ var errPaused = errors.New("provider paused")
 // learned is read back every poll interval, and with every batch of slots.
 // Safe for concurrent use.
 type gate struct {
+	clock clockwork.Clock
 	prov  Provider
 	name  string
 	st    ProviderStore
@@ -89,10 +92,10 @@ func (g *gate) atCap(err error) bool {
 	return t == TroubleBusy && g.live.Load() > 0
 }
 
-func newGate(prov Provider, cfg Config, st ProviderStore, tmpl TemplateSettings, m *Metrics, log *slog.Logger) *gate {
-	g := &gate{prov: prov, name: prov.Name(), st: st, rules: newRules(cfg, prov, tmpl), cfg: cfg, m: m,
+func newGate(clock clockwork.Clock, prov Provider, cfg Config, st ProviderStore, tmpl TemplateSettings, m *Metrics, log *slog.Logger) *gate {
+	g := &gate{clock: clock, prov: prov, name: prov.Name(), st: st, rules: newRules(cfg, prov, tmpl), cfg: cfg, m: m,
 		log: log.With("provider", prov.Name()), lat: newLatency(cfg)}
-	g.state = store.ProviderState{Provider: g.name, Now: time.Now()}
+	g.state = store.ProviderState{Provider: g.name, Now: g.clock.Now()}
 	g.readAt = g.state.Now
 	if r := cfg.RateLimits[g.name]; r > 0 {
 		g.interval = time.Duration(slotGuard * float64(time.Second) / r)
@@ -110,7 +113,7 @@ func (g *gate) limited() bool { return g.interval > 0 }
 func (g *gate) pausedUntil() (bool, mailtype.PauseReason, time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.pausedLocked(time.Now())
+	return g.pausedLocked(g.clock.Now())
 }
 
 func (g *gate) pausedLocked(now time.Time) (bool, mailtype.PauseReason, time.Time) {
@@ -186,7 +189,7 @@ func (g *gate) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g.observeRead(st, time.Now(), gen, true)
+	g.observeRead(st, g.clock.Now(), gen, true)
 	return nil
 }
 
@@ -208,7 +211,7 @@ func (g *gate) slot(ctx context.Context) (time.Time, error) {
 	}
 	g.mu.Lock()
 	for {
-		now := time.Now()
+		now := g.clock.Now()
 		for len(g.slots) > 0 && now.Sub(g.slots[0]) > g.late {
 			g.slots = g.slots[1:] // too late to use without a burst: wasted
 		}
@@ -288,7 +291,7 @@ func (g *gate) take(ctx context.Context, n int, probe bool) ([]time.Time, error)
 	if err != nil {
 		return nil, err
 	}
-	at := time.Now()
+	at := g.clock.Now()
 	g.observe(res.State, at)
 	if res.First.IsZero() {
 		return nil, errPaused
@@ -313,7 +316,7 @@ func (g *gate) db(what string, f func(context.Context) (store.ProviderState, err
 		g.log.Warn("provider state: "+what+" not shared with other replicas (the database refused it)", "error", err)
 		return st, false
 	}
-	g.observe(st, time.Now())
+	g.observe(st, g.clock.Now())
 	return st, true
 }
 
@@ -322,7 +325,7 @@ func (g *gate) pause(reason mailtype.PauseReason, d time.Duration, errText strin
 	if _, ok := g.db("pause", func(ctx context.Context) (store.ProviderState, error) {
 		return g.st.PauseProvider(ctx, g.name, reason, d, errText)
 	}); !ok {
-		now := time.Now()
+		now := g.clock.Now()
 		g.observe(store.ProviderState{Provider: g.name, Reason: reason, PausedUntil: now.Add(d), PausedAt: now, Error: errText, Now: now}, now)
 	}
 }
@@ -378,7 +381,7 @@ func (g *gate) recovered(probe bool) {
 // view); true for one worker of the deployment per probe period.
 func (g *gate) takeProbe(worker string) bool {
 	p, reason, until := g.pausedUntil()
-	if !p || !reason.Probed() || time.Now().Before(until) {
+	if !p || !reason.Probed() || g.clock.Now().Before(until) {
 		return false
 	}
 	var won bool

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
@@ -38,7 +39,7 @@ func (s *racingStore) CountProviderFailure(context.Context, string, int, time.Du
 // worker would send the next mail as if the provider were healthy.
 func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
 	st := &racingStore{reading: make(chan struct{}), release: make(chan struct{})}
-	g := &gate{name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	g := &gate{clock: clockwork.NewRealClock(), name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		cfg: Config{DBTimeout: time.Second, BreakerThreshold: 3, BreakerProbe: time.Second}}
 	done := make(chan error)
 	go func() { done <- g.refresh(context.Background()) }()
@@ -57,15 +58,21 @@ func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
 // minute a route with no pause end at all would wait.
 func TestResumeInAfterThePauseEnded(t *testing.T) {
 	const poll = 50 * time.Millisecond
-	g := &gate{name: "resend", lat: newLatency(Config{}), m: NewMetrics(nil)}
-	p := &Pool{cfg: Config{PollInterval: poll}, gates: []*gate{g}}
+	clk := clockwork.NewFakeClock()
+	g := &gate{clock: clk, name: "resend", lat: newLatency(Config{}), m: NewMetrics(nil)}
+	p := &router{clock: clk, cfg: Config{PollInterval: poll}, gates: []*gate{g}}
 	require.Equal(t, poll, p.resumeIn(), "no pause left")
 
-	now := time.Now()
+	now := clk.Now()
 	g.state = store.ProviderState{Provider: "resend", Reason: mailtype.PauseRateLimited, PausedUntil: now.Add(2 * time.Second), Now: now}
 	g.readAt = now
-	require.InDelta(t, 2*time.Second, p.resumeIn(), float64(100*time.Millisecond), "until the rate limit's end")
+	require.Equal(t, 2*time.Second, p.resumeIn(), "until the rate limit's end")
+	clk.Advance(1500 * time.Millisecond)
+	require.Equal(t, 500*time.Millisecond, p.resumeIn(), "what is left of it")
+	clk.Advance(time.Second)
+	require.Equal(t, poll, p.resumeIn(), "the pause ended: due after a poll interval")
 
-	g.state = store.ProviderState{Provider: "resend", Reason: mailtype.PauseBreaker, PausedUntil: now.Add(time.Hour), Now: now}
+	g.state = store.ProviderState{Provider: "resend", Reason: mailtype.PauseBreaker, PausedUntil: clk.Now().Add(time.Hour), Now: clk.Now()}
+	g.readAt = clk.Now()
 	require.Equal(t, time.Minute, p.resumeIn(), "at most a minute before the next look")
 }

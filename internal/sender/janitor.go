@@ -327,7 +327,7 @@ func (j *Janitor) verdict(e store.ExpiredSend) verdict {
 
 // Grace is how long a started send whose lease expired waits for its
 // owner before the janitor judges it: twice the pool's statement timeout
-// plus a second, longer than a live owner's recorder needs to retry a
+// plus a second, longer than a live owner's completer needs to retry a
 // write that hung in a dead connection once the database answers again.
 func (j *Janitor) Grace() time.Duration {
 	return 2*j.cfg.Sender.DBTimeout + time.Second

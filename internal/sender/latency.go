@@ -125,12 +125,12 @@ func measured(err error, cut bool) bool {
 
 // observeLatency records the duration d of a call through g and reports
 // a change of the guard's verdict (log, mailsvc_provider_slow).
-func (p *Pool) observeLatency(g *gate, d time.Duration, err error, cut bool) {
+func (r *router) observeLatency(g *gate, d time.Duration, err error, cut bool) {
 	if !measured(err, cut) {
 		return
 	}
 	p90, slow, changed := g.lat.record(d)
-	p.metrics.SendP90.WithLabelValues(g.name).Set(p90.Seconds())
+	r.metrics.SendP90.WithLabelValues(g.name).Set(p90.Seconds())
 	if !changed {
 		return
 	}
@@ -138,7 +138,7 @@ func (p *Pool) observeLatency(g *gate, d time.Duration, err error, cut bool) {
 	if slow {
 		v = 1
 	}
-	p.metrics.Slow.WithLabelValues(g.name).Set(v)
+	r.metrics.Slow.WithLabelValues(g.name).Set(v)
 	if !slow {
 		g.log.Info("provider fast again: the latency guard lifts its limit", "p90", p90, "threshold", g.lat.threshold)
 		return
@@ -149,18 +149,18 @@ func (p *Pool) observeLatency(g *gate, d time.Duration, err error, cut bool) {
 		"concurrency", g.lat.limit)
 }
 
-// guard applies the latency guard to j's route g (Pool.route) and
+// guard applies the latency guard to j's route g (router.route) and
 // returns the provider j goes to, with the send admitted (j.admitted),
 // or nil when none may take it now (the mail goes back to pending
 // unspent). A probe is not limited. A slow primary keeps one send of a
 // mail the fallback may take (slowFallback) and hands the rest to the
 // fallback; a mail no fallback may take waits for one of its provider's
 // SlowSendConcurrency sends.
-func (p *Pool) guard(j *job, g *gate) *gate {
+func (r *router) guard(j *job, g *gate) *gate {
 	if g == nil || j.probe == g {
 		return g
 	}
-	fb := p.slowFallback(j, g)
+	fb := r.slowFallback(j, g)
 	limit := g.lat.limit
 	if fb != nil {
 		limit = 1
@@ -173,24 +173,24 @@ func (p *Pool) guard(j *job, g *gate) *gate {
 		return nil
 	}
 	j.admitted = fb
-	p.metrics.SlowReroutes.WithLabelValues(g.name, fb.name).Inc()
+	r.metrics.SlowReroutes.WithLabelValues(g.name, fb.name).Inc()
 	return fb
 }
 
 // slowFallback returns the fallback that may take j instead of g, nil
 // when none may: only from the primary, for a mail with no ambiguous
-// outcome (the rule of a failover while the primary is paused, Pool.route),
+// outcome (the rule of a failover while the primary is paused, router.route),
 // to a fallback that is not paused.
-func (p *Pool) slowFallback(j *job, g *gate) *gate {
-	fb := p.fallback()
-	if fb == nil || g != p.primary() || j.mail.Ambiguous > 0 || fb.paused() {
+func (r *router) slowFallback(j *job, g *gate) *gate {
+	fb := r.fallback()
+	if fb == nil || g != r.primary() || j.mail.Ambiguous > 0 || fb.paused() {
 		return nil
 	}
 	return fb
 }
 
 // unadmit ends the send guard admitted for j, if any.
-func (p *Pool) unadmit(j *job) {
+func (r *router) unadmit(j *job) {
 	if g := j.admitted; g != nil {
 		j.admitted = nil
 		g.lat.done()
@@ -201,8 +201,8 @@ func (p *Pool) unadmit(j *job) {
 // guard limits every route a mail may take now; ok is false when some
 // route is not limited. Without it the dispatcher would claim a batch of
 // which all but a few rows go back to pending at once, claim after claim.
-func (p *Pool) claimCap() (int, bool) {
-	pr, fb := p.primary(), p.fallback()
+func (r *router) claimCap() (int, bool) {
+	pr, fb := r.primary(), r.fallback()
 	if pr.paused() || !pr.lat.engaged() {
 		return 0, false
 	}
@@ -219,22 +219,20 @@ func (p *Pool) claimCap() (int, bool) {
 // the latency guard lets the pool hold unsent (claimCap). When that is
 // none it waits until a row is no longer held, or a poll interval, and
 // returns 0.
-func (p *Pool) guardRoom(ctx context.Context, n int) int {
-	c, ok := p.claimCap()
+func (r *router) guardRoom(ctx context.Context, n int, held *holdings) int {
+	c, ok := r.claimCap()
 	if !ok {
 		return n
 	}
-	p.heldMu.Lock()
-	free := c - p.unsent
-	p.heldMu.Unlock()
+	free := c - held.unsentNow()
 	if free > 0 {
 		return min(n, free)
 	}
-	t := time.NewTimer(p.cfg.PollInterval)
+	t := r.clock.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
 	select {
-	case <-p.freed:
-	case <-t.C:
+	case <-held.freed:
+	case <-t.Chan():
 	case <-ctx.Done():
 	}
 	return 0
@@ -242,8 +240,8 @@ func (p *Pool) guardRoom(ctx context.Context, n int) int {
 
 // guardEngaged reports whether the latency guard limits some provider: a
 // mail it kept back is due again after a poll interval.
-func (p *Pool) guardEngaged() bool {
-	for _, g := range p.gates {
+func (r *router) guardEngaged() bool {
+	for _, g := range r.gates {
 		if g.lat.engaged() {
 			return true
 		}

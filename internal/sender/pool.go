@@ -7,12 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"golang.org/x/time/rate"
 
-	"github.com/mailsvc/mailsvc/internal/backoff"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
 	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/templates"
@@ -58,55 +57,34 @@ type Deps struct {
 	// Tracer starts the send span of each provider call (tracing.Provider's
 	// "sender" tracer); nil is tracing off.
 	Tracer *tracing.Tracer
+	// Clock is the pool's local time: lease ends, send deadlines, the
+	// latency guard, pauses as this process sees them, polls, backoffs and
+	// the heartbeat. nil is the real clock; tests pass a
+	// clockwork.FakeClock. What replicas share (leases, send slots, pause
+	// ends) is on the database's clock, which no Clock moves.
+	Clock clockwork.Clock
 }
 
-// Pool is the sender pool. A dispatcher claims due rows in batches, never
-// more than the workers can start promptly (Workers busy plus
-// min(BatchSize, Workers) queued), so that a crash strands few rows; each
-// worker marks its row's send as started and only then hands it to the provider on
-// its own session, with a deadline inside the lease the mark renewed; a
-// writer commits the outcomes and marks of many workers in one transaction
-// (group commit), each outcome fenced by its row's token, a worker's
-// outcome together with the mark of its next send, so that at any instant
-// at most one accepted mail per worker is not yet recorded; a heartbeat renews the
-// leases of queued rows. Start, Stop and Wake are safe for concurrent use.
+// Pool is the sender pool, built of roles, each small (River's producer,
+// executors and batch completer are the model; docs/design.md, "The
+// sender"): a dispatcher (dispatcher.go) claims due rows in batches and
+// holds them (held.go, heartbeat.go); executors (worker.go), one goroutine
+// per worker, each with its own provider sessions, mark a row's send as
+// started and only then hand it to its provider, with a deadline inside
+// the lease the mark renewed, and judge the outcome (decide.go); the
+// completer (completer.go) commits the outcomes and marks of many workers
+// in one transaction, each fenced by its row's token, a worker's outcome
+// together with the mark of its next send, so that at any instant at most
+// one accepted mail per worker is not yet recorded; the router (route.go,
+// latency.go) keeps the providers' shared state (gate.go). Time comes from
+// Deps.Clock. Start, Stop and Wake are safe for concurrent use.
 type Pool struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	// finishLog is log without the pool's provider attribute: the "mail
-	// finished" line names the provider that made the send (the fallback,
-	// after a failover), and a JSON line must not carry the key twice.
-	finishLog *slog.Logger
-	metrics   *Metrics
-	rules     rules
-	limiter   *rate.Limiter // nil: no per-process rate limit
-	lanes     laneShare     // the dispatcher's alone
-	// gates are the providers' shared states: the primary first, then the
-	// fallback if any.
-	gates []*gate
-
-	wake chan struct{}
-	// queue holds claimed rows for the workers, writes their outcomes and
-	// mark requests for the writer. Both have room for every row the pool
-	// may hold, so no send on them blocks for long.
-	queue  chan *job
-	writes chan *writeRequest
-	// renewFailing is set while the heartbeat cannot renew leases: the
-	// dispatcher takes no claim then.
-	renewFailing atomic.Bool
-	// stateFailures counts the failed reads of the providers' shared state
-	// in a row (refreshGates).
-	stateFailures atomic.Int64
-
-	heldMu sync.Mutex
-	held   map[store.Fence]*job
-	// unsent counts the held rows queued or being sent (not those whose
-	// outcome waits for its write: at most one per worker). maxHeld bounds
-	// it; a claim is taken when at least minClaim rows are free.
-	unsent            int
-	maxHeld, minClaim int
-	freed             chan struct{} // a row stopped being held
+	cfg        Config
+	log        *slog.Logger
+	dispatcher *dispatcher
+	executor   *executor
+	completer  *completer
+	router     *router
 
 	life     lifecycle.Life
 	recorded chan struct{} // closed when every outcome was written
@@ -123,36 +101,47 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 	if deps.Store == nil || deps.Provider == nil {
 		return nil, errors.New("sender: a store and a provider are required")
 	}
+	if deps.Fallback != nil && deps.Fallback.Name() == deps.Provider.Name() {
+		return nil, fmt.Errorf("sender.fallback_provider: must differ from sender.provider (%s)", deps.Fallback.Name())
+	}
+	if deps.Clock == nil {
+		deps.Clock = clockwork.NewRealClock()
+	}
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if deps.Metrics == nil {
+		deps.Metrics = NewMetrics(nil)
+	}
+	base := deps.Log.With("component", "sender")
+	log := base.With("provider", deps.Provider.Name())
 	prefetch := min(cfg.BatchSize, cfg.Workers)
 	maxHeld := cfg.Workers + prefetch
-	p := &Pool{cfg: cfg, deps: deps, log: deps.Log, metrics: deps.Metrics,
-		rules: newRules(cfg, deps.Provider, deps.Templates),
-		wake:  make(chan struct{}, 1), queue: make(chan *job, maxHeld),
-		writes: make(chan *writeRequest, maxHeld), held: make(map[store.Fence]*job, maxHeld),
-		maxHeld: maxHeld, minClaim: max(1, prefetch/2), freed: make(chan struct{}, 1),
-		lanes: laneShare{weight: cfg.PriorityWeight}}
-	if p.log == nil {
-		p.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	base := p.log.With("component", "sender")
-	p.log, p.finishLog = base.With("provider", deps.Provider.Name()), base
-	if p.metrics == nil {
-		p.metrics = NewMetrics(nil)
-	}
+	held := newHoldings(maxHeld, max(1, prefetch/2))
+	r := newRouter(cfg, deps, log, base)
+	c := newCompleter(cfg, deps, deps.Fallback != nil, deps.Metrics, log, base, maxHeld)
+	d := &dispatcher{cfg: cfg, clock: deps.Clock, store: deps.Store, log: log, metrics: deps.Metrics, router: r,
+		held: held, lanes: laneShare{weight: cfg.PriorityWeight}, wake: make(chan struct{}, 1),
+		queue: make(chan *job, maxHeld)}
 	if cfg.RateLimit > 0 {
-		p.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, cfg.BatchSize))
+		d.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, cfg.BatchSize))
 	}
-	p.gates = []*gate{newGate(deps.Provider, cfg, deps.Store, deps.Templates, p.metrics, base)}
+	e := &executor{cfg: cfg, clock: deps.Clock, log: log, metrics: deps.Metrics,
+		rules: newRules(cfg, deps.Provider, deps.Templates), router: r, completer: c, held: held,
+		queue: d.queue, tracer: deps.Tracer}
+	return &Pool{cfg: cfg, log: log, dispatcher: d, executor: e, completer: c, router: r}, nil
+}
+
+// newRouter builds the gates of the primary provider and the fallback.
+func newRouter(cfg Config, deps Deps, log, base *slog.Logger) *router {
+	gates := []*gate{newGate(deps.Clock, deps.Provider, cfg, deps.Store, deps.Templates, deps.Metrics, base)}
 	if fb := deps.Fallback; fb != nil {
-		if fb.Name() == deps.Provider.Name() {
-			return nil, fmt.Errorf("sender.fallback_provider: must differ from sender.provider (%s)", fb.Name())
-		}
-		p.gates = append(p.gates, newGate(fb, cfg, deps.Store, deps.Templates, p.metrics, base))
+		gates = append(gates, newGate(deps.Clock, fb, cfg, deps.Store, deps.Templates, deps.Metrics, base))
 	}
-	for _, g := range p.gates {
+	for _, g := range gates {
 		g.lat.limit = slowLimit(cfg, deps.Fallback != nil)
 	}
-	return p, nil
+	return &router{clock: deps.Clock, gates: gates, cfg: cfg, log: log, metrics: deps.Metrics}
 }
 
 // slowLimit is the most sends at once to a slow provider: the configured
@@ -171,7 +160,7 @@ func slowLimit(cfg Config, fallback bool) int {
 	return cfg.Workers
 }
 
-// Start runs the dispatcher, the workers, the recorder and the heartbeat in
+// Start runs the dispatcher, the workers, the completer and the heartbeat in
 // the background and returns. It follows the rules of internal/lifecycle:
 // the background work outlives ctx (only Stop ends it), so that a
 // cancelled serve context does not cut sends short before Stop lets them
@@ -193,19 +182,19 @@ func (p *Pool) run(soft, abort context.Context) error {
 	defer hardCancel()
 	var workers, all sync.WaitGroup
 	for range p.cfg.Workers {
-		workers.Go(func() { p.runWorker(soft, hard) })
+		workers.Go(func() { p.executor.runWorker(soft, hard) })
 	}
 	all.Go(func() {
 		workers.Wait()
-		close(p.writes)
+		close(p.completer.writes)
 	})
 	all.Go(func() {
-		p.writeLoop(soft, hard)
+		p.completer.writeLoop(soft, hard)
 		close(p.recorded)
 	})
-	all.Go(p.heartbeatLoop)
+	all.Go(func() { p.dispatcher.heartbeatLoop(p.recorded) })
 	stateRead := make(chan struct{})
-	all.Go(func() { p.stateLoop(stateRead) })
+	all.Go(func() { p.router.stateLoop(stateRead, p.recorded) })
 	all.Go(func() {
 		// The first claim waits for the first read of the providers' shared
 		// state (a pause or an open breaker another replica wrote).
@@ -213,14 +202,14 @@ func (p *Pool) run(soft, abort context.Context) error {
 		case <-stateRead:
 		case <-soft.Done():
 		}
-		p.dispatch(soft)
+		p.dispatcher.dispatch(soft)
 	})
 	<-soft.Done()
-	grace := time.NewTimer(p.cfg.ShutdownTimeout)
+	grace := p.executor.clock.NewTimer(p.cfg.ShutdownTimeout)
 	defer grace.Stop()
 	select {
 	case <-p.recorded:
-	case <-grace.C:
+	case <-grace.Chan():
 		p.log.Warn("sender: shutdown timeout; in-flight sends are cancelled and left to their lease")
 	case <-abort.Done():
 	}
@@ -253,178 +242,20 @@ func (p *Pool) Err() error { return p.life.Err() }
 // so it claims now instead of at the next poll. It never blocks.
 func (p *Pool) Wake() {
 	select {
-	case p.wake <- struct{}{}:
+	case p.dispatcher.wake <- struct{}{}:
 	default:
 	}
 }
 
-// dispatch claims rows until ctx ends, then closes the queue.
-func (p *Pool) dispatch(ctx context.Context) {
-	defer close(p.queue)
-	failures := 0
-	for ctx.Err() == nil {
-		if p.renewFailing.Load() {
-			p.waitWork(ctx)
-			continue
-		}
-		probe := p.takeProbe()
-		if probe == nil && !p.routable() {
-			p.waitPaused(ctx)
-			continue
-		}
-		n := p.room(ctx)
-		if n == 0 {
-			return
-		}
-		if probe != nil {
-			n = 1
-		} else if n = p.guardRoom(ctx, n); n == 0 {
-			continue
-		}
-		if n = p.takeTokens(ctx, n); n == 0 {
-			return
-		}
-		claimed, leaseEnd, err := p.claim(ctx, n)
-		for i := range claimed {
-			j := newJob(claimed[i], leaseEnd)
-			j.probe = probe
-			p.own(j)
-			p.queue <- j
-		}
-		switch {
-		case err != nil:
-			failures++
-			p.log.Warn("claim mails", "error", err, "failures", failures)
-			p.backOff(ctx, backoff.Delay(failures, p.cfg.PollInterval, 30*time.Second))
-		case len(claimed) < n:
-			failures = 0
-			p.waitWork(ctx)
-		default:
-			failures = 0
-		}
-	}
-}
-
-// room waits until at least minClaim rows are free under maxHeld and
-// returns how many to claim (at most BatchSize), or 0 when ctx ended.
-// Holding at most Workers + min(BatchSize, Workers) rows keeps the queue
-// short: a claimed row starts soon, and a crash strands few unstarted rows
-// (they are reclaimed silently once their lease expires).
-func (p *Pool) room(ctx context.Context) int {
-	for {
-		p.heldMu.Lock()
-		free := p.maxHeld - p.unsent
-		p.heldMu.Unlock()
-		if free >= p.minClaim {
-			return min(free, p.cfg.BatchSize)
-		}
-		select {
-		case <-p.freed:
-		case <-ctx.Done():
-			return 0
-		}
-	}
-}
-
-func (p *Pool) own(j *job) {
-	p.heldMu.Lock()
-	p.held[j.mail.Fence] = j
-	p.unsent++
-	p.heldMu.Unlock()
-}
-
-// sent records that j is no longer queued or being sent; once per job.
-func (p *Pool) sent(j *job) {
-	if j.sent.Swap(true) {
+// sleep waits d on clk, or until ctx ends.
+func sleep(clk clockwork.Clock, ctx context.Context, d time.Duration) {
+	if d <= 0 {
 		return
 	}
-	p.heldMu.Lock()
-	p.unsent--
-	p.heldMu.Unlock()
-	p.signalFreed()
-}
-
-func (p *Pool) signalFreed() {
-	select {
-	case p.freed <- struct{}{}:
-	default:
-	}
-}
-
-// disown forgets j (its outcome was written, or is left to the janitor).
-func (p *Pool) disown(j *job) {
-	p.sent(j)
-	p.heldMu.Lock()
-	delete(p.held, j.mail.Fence)
-	p.heldMu.Unlock()
-}
-
-// claim runs one claim of up to n rows. A claim that started is not cut
-// short by ctx (its rows would be left to the lease); the database timeout
-// bounds it. leaseEnd is the lease end on the local clock, conservatively
-// counted from before the statement was sent.
-func (p *Pool) claim(ctx context.Context, n int) ([]store.ClaimedMail, time.Time, error) {
-	leaseEnd := time.Now().Add(p.cfg.Lease)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
-	defer cancel()
-	began := time.Now()
-	share, weighted := p.lanes.next(n)
-	claimed, err := p.deps.Store.ClaimMails(cctx, store.ClaimParams{
-		Limit: n, Lease: p.cfg.Lease, Worker: p.cfg.WorkerID, Weighted: weighted, PriorityShare: share})
-	p.metrics.ClaimDuration.Observe(time.Since(began).Seconds())
-	for i := range claimed {
-		p.metrics.Claimed.WithLabelValues(claimed[i].Lane.String()).Inc()
-	}
-	return claimed, leaseEnd, err
-}
-
-// takeTokens waits for one rate-limit token and takes up to n-1 more that
-// are available now. It returns how many rows may be claimed, 0 when ctx
-// ended.
-func (p *Pool) takeTokens(ctx context.Context, n int) int {
-	if p.limiter == nil {
-		return n
-	}
-	if err := p.limiter.Wait(ctx); err != nil {
-		return 0
-	}
-	got := 1
-	if extra := min(n-1, int(p.limiter.Tokens())); extra > 0 && p.limiter.AllowN(time.Now(), extra) {
-		got += extra
-	}
-	return got
-}
-
-// waitWork waits for a wake-up, the poll interval or ctx.
-func (p *Pool) waitWork(ctx context.Context) {
-	t := time.NewTimer(p.cfg.PollInterval)
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-p.wake:
-	case <-t.C:
+	case <-t.Chan():
 	case <-ctx.Done():
 	}
-}
-
-// backOff waits d after a failed claim, or less: a wake-up (the consumer
-// committed a mail, so the database answers again) ends the wait once
-// PollInterval has passed, so that after an outage the pool resumes
-// within about PollInterval of the first commit instead of a backoff of up
-// to 30 s, while a claim that keeps failing on a working database is
-// retried at most once per PollInterval.
-func (p *Pool) backOff(ctx context.Context, d time.Duration) {
-	floor := min(d, p.cfg.PollInterval)
-	sleep(ctx, floor)
-	t := time.NewTimer(d - floor)
-	defer t.Stop()
-	select {
-	case <-p.wake:
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	backoff.Sleep(ctx.Done(), d)
 }

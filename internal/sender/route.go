@@ -2,28 +2,45 @@ package sender
 
 import (
 	"context"
+	"log/slog"
+	"sync/atomic"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
-// This file is where the pool meets the providers' shared state (gate.go):
+// router is where the pool meets the providers' shared state (gate.go):
 // which provider a mail goes to, when the dispatcher claims nothing
-// because every route is paused, the probes of a paused provider, and the
-// refresh of what other replicas learned.
+// because every route is paused, the probes of a paused provider, the
+// refresh of what other replicas learned, and the latency guard
+// (latency.go). Safe for concurrent use: a gate guards its own state.
+type router struct {
+	clock clockwork.Clock
+	// gates are the providers' shared states: the primary first, then the
+	// fallback if any.
+	gates   []*gate
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	// stateFailures counts the failed reads of the providers' shared state
+	// in a row (refreshGates).
+	stateFailures atomic.Int64
+}
 
 // primary is the provider of sender.provider.
-func (p *Pool) primary() *gate { return p.gates[0] }
+func (r *router) primary() *gate { return r.gates[0] }
 
 // fallback is the provider of sender.fallback_provider, nil without one.
-func (p *Pool) fallback() *gate {
-	if len(p.gates) > 1 {
-		return p.gates[1]
+func (r *router) fallback() *gate {
+	if len(r.gates) > 1 {
+		return r.gates[1]
 	}
 	return nil
 }
 
 // gateNamed returns the gate of the provider called name, nil for none.
-func (p *Pool) gateNamed(name string) *gate {
-	for _, g := range p.gates {
+func (r *router) gateNamed(name string) *gate {
+	for _, g := range r.gates {
 		if g.name == name {
 			return g
 		}
@@ -34,20 +51,20 @@ func (p *Pool) gateNamed(name string) *gate {
 // refreshGates reads every provider's shared state once (best effort;
 // a failure keeps the last view). While the database fails it logs the
 // first failure and every 30th.
-func (p *Pool) refreshGates() {
-	for _, g := range p.gates {
-		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DBTimeout)
+func (r *router) refreshGates() {
+	for _, g := range r.gates {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.DBTimeout)
 		err := g.refresh(ctx)
 		cancel()
-		switch n := p.stateFailures.Load(); {
+		switch n := r.stateFailures.Load(); {
 		case err != nil:
-			if n = p.stateFailures.Add(1); n == 1 || n%30 == 0 {
+			if n = r.stateFailures.Add(1); n == 1 || n%30 == 0 {
 				g.log.Warn("read the provider's shared state (pauses, breaker): the last one read stays in force",
 					"failures", n, "error", err)
 			}
 		case n > 0:
-			p.stateFailures.Store(0)
-			p.log.Info("the providers' shared state is readable again", "failures", n)
+			r.stateFailures.Store(0)
+			r.log.Info("the providers' shared state is readable again", "failures", n)
 		}
 	}
 }
@@ -56,17 +73,17 @@ func (p *Pool) refreshGates() {
 // (pauses, the breaker) at once, closing read after that first attempt,
 // then every poll interval until every outcome was recorded: one round
 // trip per provider per interval, none per mail.
-func (p *Pool) stateLoop(read chan<- struct{}) {
-	p.refreshGates()
+func (r *router) stateLoop(read chan<- struct{}, done <-chan struct{}) {
+	r.refreshGates()
 	close(read)
-	t := time.NewTicker(p.cfg.PollInterval)
+	t := r.clock.NewTicker(r.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.recorded:
+		case <-done:
 			return
-		case <-t.C:
-			p.refreshGates()
+		case <-t.Chan():
+			r.refreshGates()
 		}
 	}
 }
@@ -77,26 +94,26 @@ func (p *Pool) stateLoop(read chan<- struct{}) {
 // one could deliver it a second time. Otherwise the primary, unless it is
 // paused; then the fallback, when the primary's pause is one it covers (a
 // quota, an open breaker; not a rate limit, which passes in seconds).
-func (p *Pool) route(j *job) *gate {
+func (r *router) route(j *job) *gate {
 	m := &j.mail
 	if j.probe != nil && (m.Ambiguous == 0 || m.Provider == j.probe.name) {
 		return j.probe
 	}
 	j.probe = nil
 	if m.Ambiguous > 0 {
-		g := p.gateNamed(m.Provider)
+		g := r.gateNamed(m.Provider)
 		if g == nil {
-			g = p.primary()
+			g = r.primary()
 		}
 		if g.paused() {
 			return nil
 		}
 		return g
 	}
-	if !p.primary().paused() {
-		return p.primary()
+	if !r.primary().paused() {
+		return r.primary()
 	}
-	if fb := p.fallback(); fb != nil && p.primary().failsOver() && !fb.paused() {
+	if fb := r.fallback(); fb != nil && r.primary().failsOver() && !fb.paused() {
 		return fb
 	}
 	return nil
@@ -104,19 +121,19 @@ func (p *Pool) route(j *job) *gate {
 
 // routable reports whether some mail can be sent now: the primary is not
 // paused, or the fallback covers its pause.
-func (p *Pool) routable() bool {
-	if !p.primary().paused() {
+func (r *router) routable() bool {
+	if !r.primary().paused() {
 		return true
 	}
-	fb := p.fallback()
-	return fb != nil && p.primary().failsOver() && !fb.paused()
+	fb := r.fallback()
+	return fb != nil && r.primary().failsOver() && !fb.paused()
 }
 
 // takeProbe takes the probe of a paused provider whose probe time came,
 // for one worker of the deployment; nil when there is none to take.
-func (p *Pool) takeProbe() *gate {
-	for _, g := range p.gates {
-		if g.takeProbe(p.cfg.WorkerID) {
+func (r *router) takeProbe() *gate {
+	for _, g := range r.gates {
+		if g.takeProbe(r.cfg.WorkerID) {
 			return g
 		}
 	}
@@ -126,32 +143,32 @@ func (p *Pool) takeProbe() *gate {
 // resumeIn is how long until a paused route may take mails again (the
 // earliest pause end or probe among the gates), within [PollInterval, a
 // minute]: what a mail that found no route waits before its next claim.
-func (p *Pool) resumeIn() time.Duration {
+func (r *router) resumeIn() time.Duration {
 	d, paused := time.Minute, false
-	now := time.Now()
-	for _, g := range p.gates {
+	now := r.clock.Now()
+	for _, g := range r.gates {
 		if ok, _, until := g.pausedUntil(); ok {
 			d, paused = min(d, until.Sub(now)), true
 		}
 	}
-	if !paused || p.guardEngaged() {
+	if !paused || r.guardEngaged() {
 		// The pause that kept the mail back ended meanwhile (a rate
 		// limit's, at its time), or the latency guard did: due at once,
 		// not a minute later.
-		d = p.cfg.PollInterval
+		d = r.cfg.PollInterval
 	}
-	return max(d, p.cfg.PollInterval)
+	return max(d, r.cfg.PollInterval)
 }
 
 // waitPaused waits, while no route is open, until the earliest pause end
 // or probe time, at most a poll interval (the next refresh may end it).
-func (p *Pool) waitPaused(ctx context.Context) {
-	d := p.cfg.PollInterval
-	now := time.Now()
-	for _, g := range p.gates {
+func (r *router) waitPaused(ctx context.Context) {
+	d := r.cfg.PollInterval
+	now := r.clock.Now()
+	for _, g := range r.gates {
 		if paused, _, until := g.pausedUntil(); paused {
 			d = min(d, max(until.Sub(now), time.Millisecond))
 		}
 	}
-	sleep(ctx, d)
+	sleep(r.clock, ctx, d)
 }

@@ -13,11 +13,11 @@ import (
 // startSend starts the span of the provider call of m, the child of the
 // row's stored trace context, and returns sendCtx with it; nil span and
 // sendCtx unchanged while tracing is off.
-func (p *Pool) startSend(sendCtx context.Context, m *store.ClaimedMail, provider string, st store.Started) (context.Context, trace.Span) {
-	if !p.deps.Tracer.On() {
+func (e *executor) startSend(sendCtx context.Context, m *store.ClaimedMail, provider string, st store.Started) (context.Context, trace.Span) {
+	if !e.tracer.On() {
 		return sendCtx, nil
 	}
-	_, span := p.deps.Tracer.StartSend(m.TraceContext, provider, m.DedupeKey, st.TotalSends)
+	_, span := e.tracer.StartSend(m.TraceContext, provider, m.DedupeKey, st.TotalSends)
 	return trace.ContextWithSpan(sendCtx, span), span
 }
 
