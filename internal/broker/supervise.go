@@ -77,23 +77,23 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Session is the work done on one live connection. It calls healthy once
+// ConnectionFunc is the work done on one live connection. It calls healthy once
 // the connection does its job (channels open, topology declared,
 // consuming): from then on, the next reconnect waits only the shortest
 // backoff again. It must return when ctx is done (ctx is cancelled when the
 // connection closes) or when its own channel closes; it returns nil only
 // for a clean stop.
-type Session func(ctx context.Context, conn *Conn, healthy func()) error
+type ConnectionFunc func(ctx context.Context, conn *Conn, healthy func()) error
 
-// PublishSession is the work done with a confirming Publisher on one live
-// connection; the same contract as Session.
-type PublishSession func(ctx context.Context, pub *Publisher) error
+// PublisherFunc is the work done with a confirming Publisher on one live
+// connection; the same contract as ConnectionFunc.
+type PublisherFunc func(ctx context.Context, pub *Publisher) error
 
 // SupervisePublisher is Supervise for code that only publishes: on every
-// connection it opens a Publisher (confirm mode), runs session with it, and
+// connection it opens a Publisher (confirm mode), runs work with it, and
 // closes it afterwards, so the caller never touches amqp091-go types. The
 // connection counts as healthy once the publisher's channel is open.
-func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session PublishSession) error {
+func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState func(bool), work PublisherFunc) error {
 	return Supervise(ctx, c, log, onState, func(ctx context.Context, conn *Conn, healthy func()) error {
 		pub, err := NewPublisher(conn)
 		if err != nil {
@@ -101,30 +101,30 @@ func SupervisePublisher(ctx context.Context, c Config, log *slog.Logger, onState
 		}
 		defer pub.Close()
 		healthy()
-		return session(ctx, pub)
+		return work(ctx, pub)
 	})
 }
 
-// Supervise keeps a connection open and runs session on it, again and again,
+// Supervise keeps a connection open and runs work on it, again and again,
 // until ctx is done: dial, run, and after a failure (dial error, connection
-// or channel closed, session error) wait a jittered, capped exponential
+// or channel closed, an error of work) wait a jittered, capped exponential
 // backoff and start over. The backoff grows with consecutive failures and
-// starts again from Backoff after a session that became healthy, however
+// starts again from Backoff after a connection that became healthy, however
 // short, so that the broker's return after repeated outages is met within
 // the shortest delays, not the longest. onState, when non-nil, is called
 // with true once connected and false once the connection is gone (for the
 // mailsvc_amqp_connected gauge). Supervise returns nil when ctx is done,
-// and a session's error that wraps ErrTopologyMismatch at once: a queue or
+// and an error of work that wraps ErrTopologyMismatch at once: a queue or
 // exchange that exists with other settings stays so however often one
 // reconnects, and needs an operator.
-func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(bool), session Session) error {
+func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(bool), work ConnectionFunc) error {
 	c = c.withDefaults()
 	if onState == nil {
 		onState = func(bool) {}
 	}
 	failures := 0
 	for ctx.Err() == nil {
-		healthy, err := runOnce(ctx, c, onState, session)
+		healthy, err := runOnce(ctx, c, onState, work)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -136,7 +136,7 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(boo
 		}
 		failures++
 		if err == nil {
-			err = errors.New("session ended")
+			err = errors.New("the connection's work ended")
 		}
 		d := backoff.Delay(failures, c.Backoff, c.BackoffMax)
 		log.Warn("broker connection lost, reconnecting", "error", err, "retry_in", d.String(), "failures", failures)
@@ -147,10 +147,10 @@ func Supervise(ctx context.Context, c Config, log *slog.Logger, onState func(boo
 	return nil
 }
 
-// runOnce dials and runs one session. healthy reports that the session
+// runOnce dials and runs work on one connection. healthy reports that the work
 // said the connection was healthy, so the next reconnect starts again from
 // the shortest delay.
-func runOnce(ctx context.Context, c Config, onState func(bool), session Session) (healthy bool, err error) {
+func runOnce(ctx context.Context, c Config, onState func(bool), work ConnectionFunc) (healthy bool, err error) {
 	conn, err := Dial(c)
 	if err != nil {
 		return false, err
@@ -172,9 +172,9 @@ func runOnce(ctx context.Context, c Config, onState func(bool), session Session)
 		}
 	}()
 	var once atomic.Bool
-	err = session(sctx, conn, func() { once.Store(true) })
+	err = work(sctx, conn, func() { once.Store(true) })
 	if err == nil && !conn.IsClosed() && ctx.Err() == nil {
-		err = errors.New("session returned while the connection is open")
+		err = errors.New("the connection's work returned while the connection is open")
 	}
 	return once.Load(), err
 }

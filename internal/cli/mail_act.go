@@ -112,7 +112,7 @@ func reconcileKeys(e *env, cfg *config.Config, r operator.Reconciler, lines []op
 	i := 0
 	sum := operator.ReconcileKeys(e.ctx, r, keys, delivered, dryRun, func(res operator.KeyResult) {
 		line := operator.ReconcileLine(res, dryRun)
-		if res.Outcome == operator.Invalid {
+		if res.Disposition == operator.Invalid {
 			line = fmt.Sprintf("line %d: %s", lines[i].Line, line)
 		}
 		i++

@@ -20,7 +20,7 @@ import (
 // unacknowledged and retried in the background (hold.go), without holding
 // up the flights behind it. Every ack follows the commit or confirm that
 // settles its delivery. An error means the channel can no longer ack this
-// batch: the session ends and the broker redelivers what was not acked.
+// batch: the connection ends and the broker redelivers what was not acked.
 func (l *loop) settle(ctx context.Context, f *flight) error {
 	batch, decisions := f.batch, f.decisions
 	var dead, settled []int
@@ -185,7 +185,7 @@ func (l *loop) logRetry(err error, attempt, events int) {
 }
 
 // deadLetterAttempts is how often publishDead tries before it ends the
-// session: the reconnect declares the topology again, which repairs a
+// connection: the reconnect declares the topology again, which repairs a
 // deleted dead-letter queue or binding (the usual cause of returns).
 const deadLetterAttempts = 3
 
@@ -193,7 +193,7 @@ const deadLetterAttempts = 3
 // and waits for their confirms, retrying those not confirmed (timeout,
 // unroutable) with backoff. It returns the ones the broker nacked (the
 // dead-letter queue refuses them: full), for the caller to hold. A closed
-// publish channel, or deadLetterAttempts failures, end the session
+// publish channel, or deadLetterAttempts failures, end the connection
 // instead: the messages are not acked, so they come back and are
 // dead-lettered then.
 func (l *loop) publishDead(ctx context.Context, batch []broker.Delivery, decisions []Decision, dead []int) (refused []int, err error) {

@@ -5,18 +5,18 @@
 //
 // Transport is kept apart from decisions: Decider.Decide classifies one
 // message (record, ignore, dead-letter with a reason) without a broker or
-// a database; the session loop (session.go, batch.go) records a batch in
+// a database; the connection loop (connection.go, batch.go) records a batch in
 // one transaction through store.Ingest, publishes poison messages to the
 // dead-letter exchange and waits for their confirms, and acks.
 //
 // Failure handling: the connection is supervised by broker.Supervise
 // (capped exponential backoff with jitter); a closed channel, a closed
-// deliveries channel or a broker-side cancel ends the session, whose
+// deliveries channel or a broker-side cancel ends the connection, whose
 // unacknowledged deliveries are abandoned with their channel (delivery
 // tags belong to it) and redelivered by the broker. While the database
 // fails, the batch is held and retried in process: nothing is acked,
 // nothing is dead-lettered, no new delivery is taken (the prefetch window
-// stays full), and a new session only starts consuming once the database
+// stays full), and a new connection only starts consuming once the database
 // accepts a write probe, so an outage does not spend the queue's delivery
 // limit. A database that answers but refuses writes (read-only, a revoked
 // privilege) is different: the deliveries are given back once and the
@@ -171,7 +171,7 @@ func (c *Consumer) run(stop, abort context.Context) error {
 	go c.watchStop(runCtx)
 	// nil once runCtx is done; a topology mismatch ends the consumer (and
 	// the daemon) with the error that says what to run.
-	if err := broker.Supervise(runCtx, bcfg, c.log, c.onState, c.session); err != nil {
+	if err := broker.Supervise(runCtx, bcfg, c.log, c.onState, c.onConnection); err != nil {
 		c.log.Error("the broker refused the topology; the consumer stops", "error", err)
 		return fmt.Errorf("consumer: %w", err)
 	}
@@ -212,7 +212,7 @@ func (c *Consumer) WritesAccepted(context.Context) error {
 	return c.refusal.status()
 }
 
-// watchStop ends the consumer on Stop when no session is consuming (one
+// watchStop ends the consumer on Stop when no connection is consuming (one
 // that is drains first and ends it itself, in endConsuming).
 func (c *Consumer) watchStop(ctx context.Context) {
 	select {
@@ -239,12 +239,12 @@ func (c *Consumer) beginConsuming(ch *broker.Channel) bool {
 		return false
 	}
 	c.ch = ch
-	c.metrics.Sessions.Inc()
+	c.metrics.Connections.Inc()
 	return true
 }
 
 // endConsuming clears the consuming channel, and ends the consumer when
-// the session ended because of Stop.
+// the connection ended because of Stop.
 func (c *Consumer) endConsuming() {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -9,8 +9,8 @@ import (
 // RetriesForTest is the number of failed attempts to record a batch.
 func (c *Consumer) RetriesForTest() int64 { return int64(testutil.ToFloat64(c.metrics.IngestRetries)) }
 
-// SessionsForTest is the number of sessions that started consuming.
-func (c *Consumer) SessionsForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Sessions)) }
+// ConnectionsForTest is the number of connections that started consuming.
+func (c *Consumer) ConnectionsForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Connections)) }
 
 // RedeliveredForTest is the number of deliveries that arrived flagged
 // redelivered.
@@ -23,7 +23,7 @@ func (c *Consumer) RedeliveredForTest() int64 {
 func (c *Consumer) ReleasesForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Releases)) }
 
 // CloseChannelForTest closes the consuming channel under the running
-// session, as the broker does on a consumer acknowledgement timeout.
+// connection, as the broker does on a consumer acknowledgement timeout.
 func (c *Consumer) CloseChannelForTest() error {
 	c.mu.Lock()
 	ch := c.ch

@@ -61,7 +61,7 @@ func TestBrokerConnectionCutMidStream(t *testing.T) {
 	ins, dup := r.consumed(t, "OrderConfirmed", "inserted"), r.consumed(t, "OrderConfirmed", "duplicate")
 	require.Equal(t, r.consumedTotal(t), ins+dup)
 	require.LessOrEqual(t, ins, n)
-	require.Equal(t, int64(2), r.c.SessionsForTest(), "one reconnect; no ack on the new channel for an old delivery killed it")
+	require.Equal(t, int64(2), r.c.ConnectionsForTest(), "one reconnect; no ack on the new channel for an old delivery killed it")
 	require.Empty(t, b.deadLetters(t))
 	require.Equal(t, 1.0, r.metric(t, "mailsvc_amqp_connected", "role", "consumer"))
 }
@@ -84,13 +84,13 @@ func TestDatabaseOutageHoldsDeliveriesWithoutAckOrDeadLetter(t *testing.T) {
 	require.Equal(t, n, r.consumed(t, "OrderConfirmed", "inserted"))
 	require.Equal(t, n, b.count(t, `SELECT count(*) FROM mail`))
 	require.Equal(t, int64(0), r.c.RedeliveredForTest(), "no delivery went back to the queue: the delivery limit is untouched")
-	require.Equal(t, int64(1), r.c.SessionsForTest())
+	require.Equal(t, int64(1), r.c.ConnectionsForTest())
 	require.Empty(t, b.deadLetters(t))
 }
 
 // When the channel dies during a database outage (here closed under the
-// session, as the broker does on its consumer acknowledgement timeout), the
-// new session does not take deliveries until the database answers.
+// connection, as the broker does on its consumer acknowledgement timeout), the
+// new connection does not take deliveries until the database answers.
 func TestNewSessionWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -102,13 +102,13 @@ func TestNewSessionWaitsForTheDatabase(t *testing.T) {
 	require.Eventually(t, func() bool { return r.c.RetriesForTest() >= 2 }, waitFor, tick)
 	require.NoError(t, r.c.CloseChannelForTest())
 	require.Eventually(t, func() bool { return b.queueDepth(t, b.names.Queue) == n }, waitFor, tick, "held deliveries went back")
-	require.Equal(t, int64(1), r.c.SessionsForTest(), "no consuming while the database is down")
+	require.Equal(t, int64(1), r.c.ConnectionsForTest(), "no consuming while the database is down")
 	require.Equal(t, 0, r.consumedTotal(t))
 
 	px.Restore(t)
 	r.waitConsumed(t, n)
 	require.Equal(t, n, r.consumed(t, "OrderConfirmed", "inserted"))
-	require.Equal(t, int64(2), r.c.SessionsForTest())
+	require.Equal(t, int64(2), r.c.ConnectionsForTest())
 	require.Equal(t, int64(n), r.c.RedeliveredForTest(), "each message went back once, not once per retry")
 	require.Empty(t, b.deadLetters(t))
 }
@@ -139,7 +139,7 @@ func TestFailedCommitIsNeverAcked(t *testing.T) {
 
 // A channel that closes while its batch is held (the broker does this on
 // its consumer acknowledgement timeout) abandons the batch: the new
-// session gets it again and acks it on the new channel with the new tag.
+// connection gets it again and acks it on the new channel with the new tag.
 func TestChannelClosedUnderAHeldBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -148,18 +148,18 @@ func TestChannelClosedUnderAHeldBatch(t *testing.T) {
 	b.publish(t, "order.confirmed", body(t, confirmedNow("910")), body(t, confirmedNow("911")))
 	require.Eventually(t, func() bool { return r.c.RetriesForTest() >= 2 }, waitFor, tick)
 	require.NoError(t, r.c.CloseChannelForTest())
-	require.Eventually(t, func() bool { return r.c.SessionsForTest() == 2 }, waitFor, tick, "reconnected")
+	require.Eventually(t, func() bool { return r.c.ConnectionsForTest() == 2 }, waitFor, tick, "reconnected")
 	allowCommits(t, b)
 	r.waitConsumed(t, 2)
 	// 911 may have been recorded by a batch of its own in the first
-	// session, its ack held behind 910's (acks go in order): then the new
-	// session finds it a duplicate.
+	// connection, its ack held behind 910's (acks go in order): then the new
+	// connection finds it a duplicate.
 	inserted := r.consumed(t, "OrderConfirmed", "inserted")
 	require.Equal(t, 2, inserted+r.consumed(t, "OrderConfirmed", "duplicate"))
 	require.GreaterOrEqual(t, inserted, 1)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM mail`))
 	require.Equal(t, int64(2), r.c.RedeliveredForTest(), "both unacked deliveries came back once")
-	require.Equal(t, int64(2), r.c.SessionsForTest(), "no stale delivery tag was acked on the new channel")
+	require.Equal(t, int64(2), r.c.ConnectionsForTest(), "no stale delivery tag was acked on the new channel")
 	require.Equal(t, 0, b.queueDepth(t, b.names.Queue))
 }
 
@@ -170,7 +170,7 @@ func TestDeletedQueueIsRedeclared(t *testing.T) {
 	b.publish(t, "order.confirmed", body(t, confirmedNow("920")))
 	r.waitConsumed(t, 1)
 	brokertest.DeleteQueue(t, b.names.Queue)
-	require.Eventually(t, func() bool { return r.c.SessionsForTest() == 2 && r.c.Ready(b.ctx) == nil }, waitFor, tick, "the broker's cancel ended the session")
+	require.Eventually(t, func() bool { return r.c.ConnectionsForTest() == 2 && r.c.Ready(b.ctx) == nil }, waitFor, tick, "the broker's cancel ended the session")
 	b.publish(t, "order.confirmed", body(t, confirmedNow("921")))
 	r.waitConsumed(t, 2)
 	require.Equal(t, 2, b.count(t, `SELECT count(*) FROM mail`))
@@ -225,7 +225,7 @@ func TestValueTheDatabaseCannotStoreDeadLettersOnlyItsEvent(t *testing.T) {
 }
 
 // A deleted dead-letter queue makes the publish of a poison message come
-// back unroutable: the message is held (not acked, not lost), the session
+// back unroutable: the message is held (not acked, not lost), the connection
 // ends, and the reconnect declares the queue again.
 func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
 	t.Parallel()
@@ -234,12 +234,12 @@ func TestDeletedDeadLetterQueueIsRepaired(t *testing.T) {
 	brokertest.DeleteQueue(t, b.names.DeadLetterQueue)
 	b.publish(t, "order.confirmed", []byte(`not json`), body(t, confirmedNow("970")))
 	r.waitConsumed(t, 2)
-	// The confirm may have committed in the session the failed dead-letter
+	// The confirm may have committed in the connection the failed dead-letter
 	// ended (then its redelivery is a duplicate): either way one row.
 	require.Equal(t, 1, r.consumed(t, "OrderConfirmed", "inserted")+r.consumed(t, "OrderConfirmed", "duplicate"))
 	require.EqualValues(t, 1, b.sc.QueryInt(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-confirmed:970'`))
 	require.Equal(t, 1, r.consumed(t, "other", "dead_lettered"))
-	require.Equal(t, int64(2), r.c.SessionsForTest(), "one reconnect repaired the topology")
+	require.Equal(t, int64(2), r.c.ConnectionsForTest(), "one reconnect repaired the topology")
 	dead := b.deadLetters(t)
 	require.Len(t, dead, 1)
 	require.Equal(t, []byte(`not json`), dead[0].Body)

@@ -17,7 +17,7 @@ import (
 // flights behind it go on (acked one by one while anything is held), and
 // each held message takes one prefetch slot, so a full dead-letter queue
 // stops intake only once the whole prefetch window is poison. When the
-// session ends, what is still held goes back to the queue with the
+// connection ends, what is still held goes back to the queue with the
 // channel and is dead-lettered again on its next delivery.
 
 // hold holds f's deliveries idx, which the dead-letter queue refused.
@@ -40,7 +40,7 @@ func (l *loop) hold(f *flight, idx []int) {
 }
 
 // retryHeld republishes the held deliveries idx of f until each is
-// confirmed and acked, or the loop ends its holds (the session ends, or
+// confirmed and acked, or the loop ends its holds (the connection ends, or
 // the loop finished: they go back to the queue with the channel).
 func (l *loop) retryHeld(f *flight, idx []int) {
 	pending := idx

@@ -74,7 +74,7 @@ func TestFullDeadLetterQueueHoldsThePoison(t *testing.T) {
 	require.LessOrEqual(t, refusals, 1+5+elapsed.Seconds()/0.05, "backed off, no loop (%s)", elapsed)
 	require.Equal(t, 0, r.consumed(t, "other", "dead_lettered"), "not acked")
 	require.Equal(t, 0.0, r.metric(t, "mailsvc_events_dead_lettered_total", "reason", "malformed_json"))
-	require.Equal(t, int64(1), r.c.SessionsForTest(), "no reconnect")
+	require.Equal(t, int64(1), r.c.ConnectionsForTest(), "no reconnect")
 	require.Zero(t, r.c.RedeliveredForTest(), "never requeued")
 	require.Zero(t, b.queueDepth(t, b.names.Queue), "held unacknowledged, not ready")
 
@@ -124,7 +124,7 @@ func TestHeldDeadLetterGoesOutOnceThereIsRoom(t *testing.T) {
 	require.Equal(t, 1.0, r.metric(t, "mailsvc_events_dead_lettered_total", "reason", "malformed_json"))
 	require.Eventually(t, func() bool { return b.queueDepth(t, b.names.DeadLetterQueue)+len(drained)-fillers == 1 }, waitFor, tick)
 	require.Zero(t, b.queueDepth(t, b.names.Queue))
-	require.Equal(t, int64(1), r.c.SessionsForTest())
+	require.Equal(t, int64(1), r.c.ConnectionsForTest())
 }
 
 // The input queue is declared with amqp.max_queue_length: a producer's

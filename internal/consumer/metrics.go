@@ -21,9 +21,9 @@ type Metrics struct {
 	DeadLettered *prometheus.CounterVec
 	// Duration is the time from a delivery's arrival to its ack, in seconds.
 	Duration prometheus.Histogram
-	// Sessions counts AMQP sessions that started consuming: 1 after the
+	// Connections counts AMQP connections that started consuming: 1 after the
 	// start, one more per reconnect.
-	Sessions prometheus.Counter
+	Connections prometheus.Counter
 	// IngestRetries counts failed attempts to record a batch of events
 	// (database unreachable or refusing), each held and retried.
 	IngestRetries prometheus.Counter
@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from a delivery's arrival to its acknowledgement.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
-		Sessions: prometheus.NewCounter(prometheus.CounterOpts{
+		Connections: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "mailsvc_consumer_sessions_total",
 			Help: "AMQP sessions of the consumer that started consuming (one per start or reconnect).",
 		}),
@@ -104,7 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range mailtype.DeadLetterReasons {
 		m.DeadLettered.WithLabelValues(string(r))
 	}
-	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration, m.Sessions, m.IngestRetries, m.Redelivered, m.Releases,
+	reg.MustRegister(m.Consumed, m.DeadLettered, m.Duration, m.Connections, m.IngestRetries, m.Redelivered, m.Releases,
 		m.DeadLetterRefusals, m.DeadLettersHeld, m.EventLag)
 	return m
 }

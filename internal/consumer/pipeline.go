@@ -45,7 +45,7 @@ type flight struct {
 }
 
 // errDeliveriesClosed: the library closed the deliveries channel without
-// a stop (the channel died); the session must end.
+// a stop (the channel died); the connection must end.
 var errDeliveriesClosed = errors.New("deliveries channel closed")
 
 // run consumes until the channel fails (an error), until a recorder

@@ -20,7 +20,7 @@ const reconnectingLog = "broker connection lost, reconnecting"
 // consumer consumes again within 5 s of the broker's return, every time,
 // however long the outage (issue 30: with a 30 s max, 0.6, 2.0 and 13.4 s
 // after three 10 s cuts, 10.3 s after a 45 s cut). The backoff also starts
-// again from its first step once a session consumes. Three outages last
+// again from its first step once a connection consumes. Three outages last
 // four failed reconnects each (2-4 s; the backoff reaches its 2 s cap),
 // the fourth eight (6-11 s), several at the cap; each time the broker returns just as a
 // wait at the cap begins. Measured from the proxy's restore to the
@@ -73,6 +73,6 @@ func TestBrokerReturnIsMetPromptlyAfterRepeatedOutages(t *testing.T) {
 	require.Equal(t, cuts, r.consumed(t, "OrderConfirmed", "inserted"))
 	require.Equal(t, r.consumedTotal(t)-cuts, r.consumed(t, "OrderConfirmed", "duplicate"), "anything else consumed is a redelivery")
 	require.EqualValues(t, cuts, b.count(t, `SELECT count(*) FROM mail`))
-	require.Equal(t, int64(cuts+1), r.c.SessionsForTest())
+	require.Equal(t, int64(cuts+1), r.c.ConnectionsForTest())
 	require.Empty(t, b.deadLetters(t))
 }

@@ -12,7 +12,7 @@ import (
 
 // A database that answers but refuses writes (read-only after a failover,
 // a revoked privilege) is not an outage to sit out holding the prefetch
-// window: the session gives its deliveries back by closing the consuming
+// window: the connection gives its deliveries back by closing the consuming
 // channel, which cancels the subscription and returns every unacked
 // delivery in one step, and consumes again only once the database accepts
 // a write probe (store.Store.CheckWritable). Not a nack with requeue: the
@@ -31,7 +31,7 @@ import (
 const writeRefusalsBeforeRelease = 3
 
 // errWritesRefused ends a consuming channel whose deliveries were released
-// because the database refuses writes; the session then waits for the
+// because the database refuses writes; the connection then waits for the
 // database to accept writes and consumes on a new channel.
 var errWritesRefused = errors.New("the database refuses writes; deliveries released")
 

@@ -31,7 +31,7 @@ func requireReleased(t *testing.T, b *bundle, r *running, n int) {
 	require.Error(t, r.c.WritesAccepted(b.ctx))
 	require.Error(t, r.c.Ready(b.ctx), "not consuming")
 	require.Never(t, func() bool {
-		return b.queueDepth(t, b.names.Queue) != n || r.c.SessionsForTest() != 1
+		return b.queueDepth(t, b.names.Queue) != n || r.c.ConnectionsForTest() != 1
 	}, time.Second, 50*time.Millisecond, "no delivery taken while writes are refused")
 	require.Equal(t, 0, r.consumedTotal(t)-5, "nothing acked")
 	require.Empty(t, b.deadLetters(t), "nothing dead-lettered")
@@ -46,7 +46,7 @@ func requireResumed(t *testing.T, b *bundle, r *running, n int, rows func() int)
 	require.Equal(t, 0, b.queueDepth(t, b.names.Queue))
 	require.LessOrEqual(t, r.c.RedeliveredForTest(), int64(n), "each message given back at most once")
 	require.Equal(t, int64(1), r.c.ReleasesForTest())
-	require.Equal(t, int64(2), r.c.SessionsForTest(), "consuming again on the same connection")
+	require.Equal(t, int64(2), r.c.ConnectionsForTest(), "consuming again on the same connection")
 	require.NoError(t, r.c.WritesAccepted(b.ctx))
 	require.Empty(t, b.deadLetters(t))
 }
@@ -75,9 +75,9 @@ func TestRevokedPrivilegeReleasesDeliveriesUntilWritesWork(t *testing.T) {
 }
 
 // A database that turns read-only (25006; here default_transaction_read_only
-// on a database of the test's own, its sessions ended as a failover ends
+// on a database of the test's own, its connections ended as a failover ends
 // them): the same, and ingest resumes although the pool had connected
-// read-only sessions.
+// read-only connections.
 func TestReadOnlyDatabaseReleasesDeliveriesUntilWritesWork(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -117,7 +117,7 @@ func TestRefusalPastAPassingProbeHoldsInsteadOfReleasingAgain(t *testing.T) {
 	requireReleased(t, b, r, n)
 
 	b.sc.Exec(t, "GRANT INSERT (dedupe_key) ON mail TO "+role)
-	require.Eventually(t, func() bool { return r.c.SessionsForTest() == 2 }, waitFor, tick, "the probe passes")
+	require.Eventually(t, func() bool { return r.c.ConnectionsForTest() == 2 }, waitFor, tick, "the probe passes")
 	retries := r.c.RetriesForTest()
 	require.Eventually(t, func() bool { return r.c.RetriesForTest() >= retries+5 }, waitFor, tick, "held and retried")
 	require.Equal(t, int64(1), r.c.ReleasesForTest(), "released once per episode")

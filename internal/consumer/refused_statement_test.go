@@ -118,5 +118,5 @@ func TestRefusalOfOurStatementHoldsTheEventsUntilItPasses(t *testing.T) {
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM outbox`))
 	require.Empty(t, b.deadLetters(t))
 	require.Equal(t, int64(0), r.c.RedeliveredForTest(), "held on the channel, never returned to the queue")
-	require.Equal(t, int64(1), r.c.SessionsForTest())
+	require.Equal(t, int64(1), r.c.ConnectionsForTest())
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
-// errNotAcked ends the span of a delivery whose session ended before it
+// errNotAcked ends the span of a delivery whose connection ended before it
 // was acked: the broker delivers it again, under a span of its own.
-var errNotAcked = errors.New("not acknowledged: the session ended; the broker redelivers it")
+var errNotAcked = errors.New("not acknowledged: the connection ended; the broker redelivers it")
 
 // traceFlight starts the process span of every delivery of f, from its
 // receipt, as the child of the traceparent of its headers (a new trace

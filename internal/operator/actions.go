@@ -184,7 +184,7 @@ func (x act) entry(target, result, detail string) store.AuditEntry {
 	return e
 }
 
-// resultOf is the audit result and detail of an action's outcome. A
+// resultOf is the audit result and detail of what an action did. A
 // failed action that did part of its work (a dead-letter replay cut
 // short) keeps its summary, what was done, before the error.
 func resultOf(res Result, err error) (string, string) {

@@ -37,7 +37,7 @@ func TestActionWritesItsIntentRowFirst(t *testing.T) {
 	require.Equal(t, "failed", got[0].Result)
 	require.Equal(t, "order-confirmed:1", got[0].DedupeKey)
 	require.Contains(t, got[0].Detail, "context canceled")
-	require.Equal(t, store.AuditOutcomeUnknown, store.AuditResultText(store.AuditStarted))
+	require.Equal(t, store.AuditResultUnknown, store.AuditResultText(store.AuditStarted))
 }
 
 // TestActionWithoutItsIntentRowDoesNothing: when the intent row cannot be

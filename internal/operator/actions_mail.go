@@ -134,7 +134,7 @@ func (a *Actions) reconcile(ctx context.Context, who Actor, key string, delivere
 		if got, err = do(ctx, key, delivered); err != nil {
 			return Result{}, mailError(key, err)
 		}
-		return Result{Summary: ReconcileLine(KeyResult{Key: key, Outcome: Reconciled, Result: got}, dryRun)}, nil
+		return Result{Summary: ReconcileLine(KeyResult{Key: key, Disposition: Reconciled, Result: got}, dryRun)}, nil
 	})
 	return res, got, err
 }

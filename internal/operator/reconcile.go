@@ -50,40 +50,40 @@ func ReadKeyLines(r io.Reader) ([]KeyLine, error) {
 	return keys, nil
 }
 
-// Outcome says what happened to one key of a bulk reconcile.
-type Outcome string
+// Disposition says what happened to one key of a bulk reconcile.
+type Disposition string
 
 const (
 	// Reconciled: the mail was settled (or, in a dry run, would be).
-	Reconciled Outcome = "reconciled"
+	Reconciled Disposition = "reconciled"
 	// NotFound: no mail has the key.
-	NotFound Outcome = "not_found"
+	NotFound Disposition = "not_found"
 	// Refused: the mail is not unknown (a *store.StateError).
-	Refused Outcome = "refused"
+	Refused Disposition = "refused"
 	// Invalid: the key cannot be a key (an *InputError): nothing was
 	// looked up; the run goes on.
-	Invalid Outcome = "invalid"
+	Invalid Disposition = "invalid"
 	// Duplicate: the key came earlier in the list; it is done once.
-	Duplicate Outcome = "duplicate"
+	Duplicate Disposition = "duplicate"
 	// Failed: the database failed on this key (unreachable, or refused
 	// the statement); the run stops there.
-	Failed Outcome = "failed"
+	Failed Disposition = "failed"
 	// Skipped: not attempted, because the run stopped on a failed key.
-	Skipped Outcome = "skipped"
+	Skipped Disposition = "skipped"
 )
 
 // KeyResult is what a bulk reconcile did with one key.
 type KeyResult struct {
 	Key     string
-	Outcome Outcome
+	Disposition Disposition
 	// Result is the mail's new status and feedback event (Reconciled).
 	Result store.ReconcileResult
 	// Err is why the key was not reconciled (NotFound, Refused, Failed).
 	Err error
 }
 
-// Summary counts the outcomes of a bulk reconcile.
-type Summary map[Outcome]int
+// Summary counts the dispositions of the keys of a bulk reconcile.
+type Summary map[Disposition]int
 
 // OK reports whether every key was reconciled or was a duplicate.
 func (s Summary) OK() bool {
@@ -106,15 +106,15 @@ func ReconcileKeys(ctx context.Context, r Reconciler, keys []string, delivered, 
 		res := KeyResult{Key: k}
 		switch {
 		case seen[k] && isKey(k):
-			res.Outcome = Duplicate
+			res.Disposition = Duplicate
 		case stopped:
-			res.Outcome = Skipped
+			res.Disposition = Skipped
 		default:
 			seen[k] = true
 			res = reconcileOne(ctx, r, k, delivered, dryRun)
-			stopped = res.Outcome == Failed
+			stopped = res.Disposition == Failed
 		}
-		sum[res.Outcome]++
+		sum[res.Disposition]++
 		report(res)
 	}
 	return sum
@@ -129,15 +129,15 @@ func reconcileOne(ctx context.Context, r Reconciler, key string, delivered, dryR
 	var se *store.StateError
 	switch {
 	case err == nil:
-		return KeyResult{Key: key, Outcome: Reconciled, Result: got}
+		return KeyResult{Key: key, Disposition: Reconciled, Result: got}
 	case errors.Is(err, ErrInvalidInput):
-		return KeyResult{Key: key, Outcome: Invalid, Err: err}
+		return KeyResult{Key: key, Disposition: Invalid, Err: err}
 	case errors.Is(err, store.ErrNotFound):
-		return KeyResult{Key: key, Outcome: NotFound, Err: err}
+		return KeyResult{Key: key, Disposition: NotFound, Err: err}
 	case errors.As(err, &se):
-		return KeyResult{Key: key, Outcome: Refused, Err: se}
+		return KeyResult{Key: key, Disposition: Refused, Err: se}
 	}
-	return KeyResult{Key: key, Outcome: Failed, Err: err}
+	return KeyResult{Key: key, Disposition: Failed, Err: err}
 }
 
 // ReconcileLine is the line `mailsvc mail reconcile` prints for one key,
@@ -145,7 +145,7 @@ func reconcileOne(ctx context.Context, r Reconciler, key string, delivered, dryR
 // dry run would do, or why nothing was done. The line of a key that is
 // not one (Invalid) starts with "not reconciled:" and quotes it.
 func ReconcileLine(r KeyResult, dryRun bool) string {
-	switch r.Outcome {
+	switch r.Disposition {
 	case Reconciled:
 		return r.Key + " " + reconciledText(r.Result, dryRun)
 	case NotFound:
@@ -159,7 +159,7 @@ func ReconcileLine(r KeyResult, dryRun bool) string {
 	case Skipped:
 		return r.Key + " not attempted: the run stopped at a database failure"
 	}
-	return r.Key + " " + string(r.Outcome)
+	return r.Key + " " + string(r.Disposition)
 }
 
 func reconciledText(res store.ReconcileResult, dryRun bool) string {

@@ -98,7 +98,7 @@ func TestReconcileKeysDryRun(t *testing.T) {
 	require.Equal(t, []string{"a would become pending (dry run: nothing changed)", "b would become pending (dry run: nothing changed)"}, lines)
 	require.Equal(t, map[string]mailtype.Status{"a": mailtype.StatusUnknown, "b": mailtype.StatusUnknown}, f.mails)
 	require.Equal(t, "a would become sent; EmailSent would be written to the outbox (dry run: nothing changed)",
-		operator.ReconcileLine(operator.KeyResult{Key: "a", Outcome: operator.Reconciled,
+		operator.ReconcileLine(operator.KeyResult{Key: "a", Disposition: operator.Reconciled,
 			Result: store.ReconcileResult{Status: mailtype.StatusSent, Feedback: mailtype.EmailSent}}, true))
 }
 

@@ -44,15 +44,15 @@ const (
 	AuditFailed  = "failed"
 )
 
-// AuditOutcomeUnknown is how a started row reads in `mailsvc audit list`
+// AuditResultUnknown is how a started row reads in `mailsvc audit list`
 // and on a mail's timeline (AuditResultText).
-const AuditOutcomeUnknown = "outcome unknown: the process stopped before recording the result; check the mail"
+const AuditResultUnknown = "outcome unknown: the process stopped before recording the result; check the mail"
 
 // AuditResultText is result as a person reads it: AuditOutcomeUnknown for
 // AuditStarted, the result itself otherwise.
 func AuditResultText(result string) string {
 	if result == AuditStarted {
-		return AuditOutcomeUnknown
+		return AuditResultUnknown
 	}
 	return result
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/mailsvc/mailsvc/internal/store"
 )
 
-// session is the work on one live connection (a broker.Session): declare
+// onConnection is the work on one live connection (a broker.ConnectionFunc): declare
 // the topology, then, again and again, wait until the database accepts
 // writes and consume on a new channel, until the connection or a channel
 // fails (an error: Supervise reconnects) or a graceful stop has drained
@@ -24,7 +24,7 @@ import (
 // the database refuses writes (errWritesRefused) is followed by the next
 // round on the same connection. healthy is called each time consuming
 // starts: a reconnect after that starts from the shortest backoff.
-func (c *Consumer) session(ctx context.Context, conn *broker.Conn, healthy func()) error {
+func (c *Consumer) onConnection(ctx context.Context, conn *broker.Conn, healthy func()) error {
 	c.setConn(conn)
 	defer c.setConn(nil)
 	if c.cfg.DeclareTopology {
@@ -86,7 +86,7 @@ func (c *Consumer) consume(ctx context.Context, conn *broker.Conn, healthy func(
 }
 
 // waitForDatabase returns once the database accepts writes, so that a
-// session does not take deliveries it cannot record (each one taken and
+// connection does not take deliveries it cannot record (each one taken and
 // returned would count against the delivery limit). It probes with capped
 // exponential backoff; a probe the database refuses (read-only, privilege)
 // keeps /readyz not ready (WritesAccepted).
@@ -150,7 +150,7 @@ func closedError(what string, e error) error {
 	return fmt.Errorf("%s closed by the broker: %w", what, e)
 }
 
-// consumerTag is unique per session and names the host for operators.
+// consumerTag is unique per connection and names the host for operators.
 func consumerTag() string {
 	host, _ := os.Hostname()
 	b := make([]byte, 4)
