@@ -190,14 +190,14 @@ func unquote(t *testing.T, lit *ast.BasicLit) string {
 }
 
 var (
-	sqlComment  = regexp.MustCompile(`--[^\n]*`)
-	updateMail  = regexp.MustCompile(`(?i)\bUPDATE\s+mail(?:\s+(?:AS\s+)?\w+)?\s+SET\s`)
-	insertMail  = regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mail\s*\(`)
-	setTarget   = regexp.MustCompile(`^\s*(?:\w+\.)?(\w+)\s*=`)
-	statusLit   = regexp.MustCompile(`^'(\w+)'`)
-	caseBranch  = regexp.MustCompile(`(?i)\b(?:THEN|ELSE)\s+('\w+'|[\w.$]+)`)
-	setEnd      = regexp.MustCompile(`(?i)^(FROM|WHERE|RETURNING)\b`)
-	selectEnd   = regexp.MustCompile(`(?i)^(FROM|WHERE|ON\s+CONFLICT|RETURNING)\b`)
+	sqlComment = regexp.MustCompile(`--[^\n]*`)
+	updateMail = regexp.MustCompile(`(?i)\bUPDATE\s+mail(?:\s+(?:AS\s+)?\w+)?\s+SET\s`)
+	insertMail = regexp.MustCompile(`(?i)\bINSERT\s+INTO\s+mail\s*\(`)
+	setTarget  = regexp.MustCompile(`^\s*(?:\w+\.)?(\w+)\s*=`)
+	statusLit  = regexp.MustCompile(`^'(\w+)'`)
+	caseBranch = regexp.MustCompile(`(?i)\b(?:THEN|ELSE)\s+('\w+'|[\w.$]+)`)
+	setEnd     = regexp.MustCompile(`(?i)^(FROM|WHERE|RETURNING)\b`)
+	selectEnd  = regexp.MustCompile(`(?i)^(FROM|WHERE|ON\s+CONFLICT|RETURNING)\b`)
 )
 
 // writesStatus reports whether the SQL text writes mail.status, and the
