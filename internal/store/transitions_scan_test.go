@@ -119,9 +119,7 @@ func sqlStrings(t *testing.T) []sqlString {
 	}
 	var out []sqlString
 	for name, e := range exprs {
-		if text, ok := evalString(t, e, exprs, 0); ok {
-			out = append(out, sqlString{name: name, file: where[name], text: text})
-		}
+		out = append(out, sqlString{name: name, file: where[name], text: evalString(t, e, exprs, 0)})
 	}
 	return append(out, inline...)
 }
@@ -152,18 +150,20 @@ func funcName(fd *ast.FuncDecl) string {
 	return fd.Name.Name
 }
 
-// evalString evaluates e when it is a string literal, a named string of the
-// package, or a sum of them; ok is false for anything else.
-func evalString(t *testing.T, e ast.Expr, exprs map[string]ast.Expr, depth int) (string, bool) {
+// evalString evaluates e as a string: literals, the package's named
+// values and sums of them; the arguments of a call (fmt.Sprintf's format
+// and the rest) joined by spaces; "?" for anything else (an imported
+// const, a number). It never drops a literal of e, so no statement escapes
+// the scan because a piece of it cannot be evaluated.
+func evalString(t *testing.T, e ast.Expr, exprs map[string]ast.Expr, depth int) string {
 	if depth > 20 {
-		return "", false
+		return "?"
 	}
 	switch e := e.(type) {
 	case *ast.BasicLit:
-		if e.Kind != token.STRING {
-			return "", false
+		if e.Kind == token.STRING {
+			return unquote(t, e)
 		}
-		return unquote(t, e), true
 	case *ast.Ident:
 		if v, ok := exprs[e.Name]; ok {
 			return evalString(t, v, exprs, depth+1)
@@ -171,14 +171,17 @@ func evalString(t *testing.T, e ast.Expr, exprs map[string]ast.Expr, depth int) 
 	case *ast.ParenExpr:
 		return evalString(t, e.X, exprs, depth+1)
 	case *ast.BinaryExpr:
-		if e.Op != token.ADD {
-			return "", false
+		if e.Op == token.ADD {
+			return evalString(t, e.X, exprs, depth+1) + evalString(t, e.Y, exprs, depth+1)
 		}
-		x, ok1 := evalString(t, e.X, exprs, depth+1)
-		y, ok2 := evalString(t, e.Y, exprs, depth+1)
-		return x + y, ok1 && ok2
+	case *ast.CallExpr:
+		var parts []string
+		for _, a := range e.Args {
+			parts = append(parts, evalString(t, a, exprs, depth+1))
+		}
+		return strings.Join(parts, " ")
 	}
-	return "", false
+	return "?"
 }
 
 func unquote(t *testing.T, lit *ast.BasicLit) string {
