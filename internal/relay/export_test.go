@@ -1,5 +1,10 @@
 package relay
 
-// SetAfterConfirm installs a hook that runs after each round's confirms and
-// before its results are recorded. Call it before Start.
-func SetAfterConfirm(r *Relay, f func()) { r.afterConfirm = f }
+// PauseAfterConfirm makes r's first publish round stop after its confirms
+// and before it records their results: reached receives once the round is
+// there, and the round goes on when release is called (every later round
+// passes). Call it before Start.
+func PauseAfterConfirm(r *Relay) (reached <-chan struct{}, release func()) {
+	r.testSignals.Init()
+	return r.testSignals.confirmed.Reached(), r.testSignals.confirmed.Release
+}

@@ -27,7 +27,7 @@ var errLeaseUnconfirmed = errors.New("relay lease not renewed in time: stepping 
 // reaches the broker takes the lease; no longer, so that a broker back
 // during the wait still finds this relay publishing within 5 s of its
 // return when no standby took over.
-func (r *Relay) run(soft, hard context.Context, db *store.RelayDB) {
+func (r *Relay) run(soft, hard context.Context, db DB) {
 	defer r.lastLeader.Store(false)
 	for soft.Err() == nil {
 		l, ok := r.awaitLease(soft, db)
@@ -61,7 +61,7 @@ type lease struct {
 // awaitLease tries to take the lease every LeaseRetry, each try bounded by
 // LeaseRenew, until this relay holds it (ok) or ctx is done. It logs once
 // when it starts standing by and once when the database starts failing.
-func (r *Relay) awaitLease(ctx context.Context, db *store.RelayDB) (l lease, ok bool) {
+func (r *Relay) awaitLease(ctx context.Context, db DB) (l lease, ok bool) {
 	standby, failing := false, false
 	for {
 		began := time.Now()
@@ -88,7 +88,7 @@ func (r *Relay) awaitLease(ctx context.Context, db *store.RelayDB) (l lease, ok 
 }
 
 // logStandby says that another relay holds the lease, naming it if it can.
-func (r *Relay) logStandby(ctx context.Context, db *store.RelayDB) {
+func (r *Relay) logStandby(ctx context.Context, db DB) {
 	tctx, cancel := context.WithTimeout(ctx, r.cfg.LeaseRenew)
 	defer cancel()
 	holder, remaining, err := db.LeaseHolder(tctx)
@@ -104,7 +104,7 @@ func (r *Relay) logStandby(ctx context.Context, db *store.RelayDB) {
 // connection. It ends when the lease is lost or cannot be confirmed, when
 // the broker stayed unreachable for BrokerStepDown, or on a soft stop (nil),
 // and then releases the lease unless another relay took it.
-func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) error {
+func (r *Relay) lead(soft, hard context.Context, db DB, l lease) error {
 	lctx, end := context.WithCancelCause(soft)   // no round starts after it
 	rctx, abort := context.WithCancelCause(hard) // ends the round in flight too
 	defer abort(nil)
@@ -145,7 +145,7 @@ func (r *Relay) lead(soft, hard context.Context, db *store.RelayDB, l lease) err
 
 // goLeading starts the goroutines of a leadership: the lease keeper (on
 // kctx) and, unless disabled, the LISTEN loop (on lctx).
-func (r *Relay) goLeading(wg *sync.WaitGroup, lctx, kctx context.Context, db *store.RelayDB, l lease, stepDown, abort func(error)) {
+func (r *Relay) goLeading(wg *sync.WaitGroup, lctx, kctx context.Context, db DB, l lease, stepDown, abort func(error)) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -164,7 +164,7 @@ func (r *Relay) goLeading(wg *sync.WaitGroup, lctx, kctx context.Context, db *st
 // endLeadership releases the lease (unless another relay took it, or a
 // hard stop leaves no time) and returns why the leadership ended, nil for
 // a soft stop.
-func (r *Relay) endLeadership(soft, hard context.Context, db *store.RelayDB, l lease, cause error) error {
+func (r *Relay) endLeadership(soft, hard context.Context, db DB, l lease, cause error) error {
 	if soft.Err() != nil {
 		cause = nil
 	}
@@ -190,7 +190,7 @@ func (r *Relay) endLeadership(soft, hard context.Context, db *store.RelayDB, l l
 // lease could expire, counted from the start of the last successful
 // renewal; then the relay steps down and aborts its round, before another
 // replica can take over.
-func (r *Relay) keepLease(ctx context.Context, db *store.RelayDB, l lease, stepDown, abort func(error)) {
+func (r *Relay) keepLease(ctx context.Context, db DB, l lease, stepDown, abort func(error)) {
 	valid := l.renewed.Add(r.cfg.Lease)
 	wait := r.cfg.LeaseRenew
 	for {

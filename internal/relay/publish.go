@@ -35,7 +35,7 @@ const maxRetentionDeletes = 10
 // fails, or the lease turns out lost (store.ErrRelayLeaseLost). Rounds run
 // under rctx, so a soft stop lets the round in flight finish; a round that
 // fails on the database is retried after a capped, jittered backoff.
-func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db *store.RelayDB, epoch int64) error {
+func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db DB, epoch int64) error {
 	if err := r.declare(pub); err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (r *Relay) coveredWake() {
 // round fetches due rows, publishes them, waits for the confirms, then
 // records the results in one short transaction, both fenced by the lease
 // epoch. full reports a full batch (more rows are likely due).
-func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db *store.RelayDB, epoch int64) (full bool, err error) {
+func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db DB, epoch int64) (full bool, err error) {
 	r.coveredWake()
 	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	rows, err := db.FetchOutbox(fctx, epoch, r.cfg.BatchSize)
@@ -135,9 +135,7 @@ func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db *store.Rela
 		return false, nil
 	}
 	errs := r.publishRows(ctx, pub, rows)
-	if r.afterConfirm != nil {
-		r.afterConfirm()
-	}
+	r.testSignals.confirmed.reach(ctx)
 	published, failed := r.results(rows, errs)
 	rctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
@@ -333,7 +331,7 @@ func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.Ou
 
 // retain deletes published rows older than the retention window, in
 // batches of RetentionBatch, at most maxRetentionDeletes batches per pass.
-func (r *Relay) retain(ctx context.Context, db *store.RelayDB) error {
+func (r *Relay) retain(ctx context.Context, db DB) error {
 	if r.cfg.RetentionWindow <= 0 {
 		return nil
 	}

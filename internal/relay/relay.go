@@ -28,7 +28,6 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/lifecycle"
-	"github.com/mailsvc/mailsvc/internal/store"
 	"github.com/mailsvc/mailsvc/internal/tracing"
 )
 
@@ -192,7 +191,7 @@ func (c Config) Validate() error {
 // concurrent use.
 type Relay struct {
 	cfg    Config
-	st     *store.Store
+	st     Store
 	log    *slog.Logger
 	m      *Metrics
 	onConn func(bool)
@@ -200,9 +199,8 @@ type Relay struct {
 	// holder names this relay in the lease row: unique per relay, so that
 	// it can take back its own lease without waiting for the expiry.
 	holder string
-	// afterConfirm, when set (tests), runs after a round's confirms and
-	// before its results are recorded.
-	afterConfirm func()
+	// testSignals are inert unless a test enabled them (testsignal.go).
+	testSignals testSignals
 	// lastLeader is true while this relay holds the lease, and after it
 	// stepped down without seeing another relay take it, until it does
 	// (LastKnownLeader).
@@ -215,7 +213,7 @@ type Relay struct {
 // WithDefaults and validated; the error lists every invalid field. m must
 // not be nil; bm may be nil (no mailsvc_amqp_connected and
 // mailsvc_amqp_blocked gauges).
-func New(cfg Config, st *store.Store, log *slog.Logger, m *Metrics, bm *broker.Metrics) (*Relay, error) {
+func New(cfg Config, st Store, log *slog.Logger, m *Metrics, bm *broker.Metrics) (*Relay, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -101,13 +100,17 @@ func TestRelayRepublishesWhenItDiesBeforeTheMark(t *testing.T) {
 	b := setup(t, setupOpts{dbProxy: true})
 	obs := observe(t, b.names, "#")
 	r := b.newRelay(t, nil)
-	var once sync.Once
-	relay.SetAfterConfirm(r, func() {
-		// The broker acked; the database goes away before the mark.
-		once.Do(b.dbProxy.Cut)
-	})
+	reached, release := relay.PauseAfterConfirm(r)
 	b.insert(t, feedback("1", mailtype.EmailSent))
 	b.start(t, r)
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no round reached its confirms")
+	}
+	// The broker acked; the database goes away before the mark.
+	b.dbProxy.Cut()
+	release()
 
 	first := obs.WaitFor(t, 1)
 	require.Len(t, first, 1)

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/mailsvc/mailsvc/internal/store"
-	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 	"github.com/mailsvc/mailsvc/internal/store/storetest"
 	"github.com/mailsvc/mailsvc/internal/tlsconfig"
 	"github.com/mailsvc/mailsvc/internal/tlstest"
@@ -105,7 +104,7 @@ func TestPostgresTLSEndToEnd(t *testing.T) {
 
 	// On the server's side: every client connection is TLS, as CN=mailsvc_tls.
 	var tlsConns, plainConns int
-	require.NoError(t, testhook.Pool(st).QueryRow(ctx, `
+	require.NoError(t, st.TestSupport().Pool.QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE s.ssl AND s.client_dn = '/CN=`+tlsRole+`'), count(*) FILTER (WHERE NOT s.ssl)
 		FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
 		WHERE a.backend_type = 'client backend' AND a.application_name IN ('mailsvc-relay-tls', 'mailsvc-listen-tls', '')`).
@@ -113,7 +112,7 @@ func TestPostgresTLSEndToEnd(t *testing.T) {
 	require.GreaterOrEqual(t, tlsConns, 3, "pool, relay pool and listener")
 	require.Zero(t, plainConns)
 	var names int
-	require.NoError(t, testhook.Pool(st).QueryRow(ctx, `SELECT count(DISTINCT application_name) FROM pg_stat_activity a
+	require.NoError(t, st.TestSupport().Pool.QueryRow(ctx, `SELECT count(DISTINCT application_name) FROM pg_stat_activity a
 		JOIN pg_stat_ssl s USING (pid) WHERE s.ssl AND application_name IN ('mailsvc-relay-tls', 'mailsvc-listen-tls')`).Scan(&names))
 	require.Equal(t, 2, names, "the relay's pool and the listener are TLS connections")
 

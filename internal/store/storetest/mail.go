@@ -10,7 +10,6 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/store"
-	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
 // Mail is a pending mail row for tests and benchmarks of the sender,
@@ -59,7 +58,7 @@ func InsertPending(ctx context.Context, st *store.Store, m Mail) (int64, error) 
 		sendAfter = &m.SendAfter
 	}
 	var id int64
-	err = testhook.Pool(st).QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
+	err = st.TestSupport().Pool.QueryRow(ctx, insertTestMailSQL, uuid.New(), m.DedupeKey, m.OrderID, m.Template, m.Locale,
 		m.ToEmail, string(payload), m.Subject, m.BodyText, m.BodyHTML, m.MessageID, sendAfter,
 		m.From, m.ToName, m.ReplyTo, m.IdempotencyKey).Scan(&id)
 	if err != nil {
@@ -121,7 +120,7 @@ func Seed(ctx context.Context, st *store.Store, keyPrefix string, status mailtyp
 	if status != mailtype.StatusPending && status != mailtype.StatusSent {
 		return fmt.Errorf("seed mails: status %s not supported", status)
 	}
-	if _, err := testhook.Pool(st).Exec(ctx, seedPendingSQL, keyPrefix, string(status), n); err != nil {
+	if _, err := st.TestSupport().Pool.Exec(ctx, seedPendingSQL, keyPrefix, string(status), n); err != nil {
 		return fmt.Errorf("seed %d %s mails: %w", n, status, err)
 	}
 	return nil

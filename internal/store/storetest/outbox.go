@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mailsvc/mailsvc/internal/store"
-	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
 // InsertOutbox writes one outbox row per feedback through the store's own
@@ -16,9 +15,10 @@ import (
 // do. It exists for the relay's tests and benchmarks; production code
 // writes outbox rows only together with the state change they report.
 func InsertOutbox(ctx context.Context, st *store.Store, fs ...store.Feedback) error {
-	err := pgx.BeginFunc(ctx, testhook.Pool(st), func(tx pgx.Tx) error {
+	ts := st.TestSupport()
+	err := pgx.BeginFunc(ctx, ts.Pool, func(tx pgx.Tx) error {
 		for _, f := range fs {
-			if err := testhook.InsertFeedback(ctx, st, tx, f); err != nil {
+			if err := ts.InsertFeedback(ctx, tx, f); err != nil {
 				return err
 			}
 		}
@@ -46,7 +46,7 @@ type OutboxState struct {
 
 // Outbox returns every outbox row of st, oldest first.
 func Outbox(ctx context.Context, st *store.Store) ([]OutboxState, error) {
-	rows, err := testhook.Pool(st).Query(ctx, `
+	rows, err := st.TestSupport().Pool.Query(ctx, `
 SELECT id, event_id::text, coalesce(order_id, ''), routing_key, event_type, attempts,
        coalesce(last_error, ''), created_at, published_at, dead_at
 FROM outbox ORDER BY id`)

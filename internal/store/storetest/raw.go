@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/mailsvc/mailsvc/internal/store"
-	"github.com/mailsvc/mailsvc/internal/store/internal/testhook"
 )
 
 // RawMail is one row of the consumer benchmark's raw baseline.
@@ -29,7 +28,7 @@ func InsertRaw(ctx context.Context, st *store.Store, rows []RawMail) error {
 	for i, r := range rows {
 		ids[i], keys[i], payloads[i] = r.EventID, r.DedupeKey, string(r.Payload)
 	}
-	if _, err := testhook.Pool(st).Exec(ctx, insertRawSQL, ids, keys, payloads); err != nil {
+	if _, err := st.TestSupport().Pool.Exec(ctx, insertRawSQL, ids, keys, payloads); err != nil {
 		return fmt.Errorf("insert raw mails: %w", err)
 	}
 	return nil
