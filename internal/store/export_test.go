@@ -73,3 +73,20 @@ func CountingConn(ctx context.Context, url string) (*pgx.Conn, func() Counts, er
 	read := func() Counts { return Counts{Statements: c.statements.Load(), Commits: c.commits.Load()} }
 	return conn, read, err
 }
+
+// MarkPublishedCommitForTest runs the relay's published mark of ids under
+// epoch on one connection of r and returns the synchronous_commit its
+// transaction committed under and the connection's setting after it.
+func MarkPublishedCommitForTest(ctx context.Context, r *RelayDB, epoch int64, ids []int64) (during, after string, marked int64, err error) {
+	c, err := r.pool.Acquire(ctx)
+	if err != nil {
+		return "", "", 0, err
+	}
+	defer c.Release()
+	var held bool
+	if err := c.QueryRow(ctx, markPublishedFencedSQL, epoch, ids).Scan(&held, &marked, &during); err != nil {
+		return "", "", 0, err
+	}
+	err = c.QueryRow(ctx, "SHOW synchronous_commit").Scan(&after)
+	return during, after, marked, err
+}

@@ -121,13 +121,23 @@ WHERE id = ANY($1) AND published_at IS NULL`
 // markPublishedFencedSQL is markPublishedSQL behind the lease fence in one
 // autocommit statement: it marks the rows $2 only while epoch $1 is
 // current, and says whether it was.
+//
+// Its commit does not wait for the WAL flush (synchronous_commit off for
+// this statement's own transaction alone, set_config's is_local; the
+// last column reports the setting it committed under): the broker has
+// confirmed the events already, so a mark that a PostgreSQL crash loses
+// within the WAL writer's delay only publishes those events again, which
+// at-least-once delivery allows and consumers dedupe by event_id
+// (docs/design.md, "The outbox relay lease"). The lease's own writes keep
+// waiting for the flush: the fencing token must never go back.
 const markPublishedFencedSQL = `
-WITH lease AS MATERIALIZED (` + leaseFenceSQL + `),
+WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS setting),
+lease AS MATERIALIZED (` + leaseFenceSQL + `),
 marked AS (
     UPDATE outbox SET published_at = now()
     WHERE id = ANY($2) AND published_at IS NULL AND EXISTS (SELECT 1 FROM lease)
     RETURNING 1)
-SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM marked)`
+SELECT EXISTS (SELECT 1 FROM lease), (SELECT count(*) FROM marked), (SELECT setting FROM async)`
 
 // markFailedSQL counts one failed attempt per row; the row dies when the
 // attempt reaches maxAttempts and the failure was the row's own.
@@ -190,7 +200,8 @@ func (r *RelayDB) RecordOutboxResults(ctx context.Context, epoch int64, publishe
 func (r *RelayDB) markPublished(ctx context.Context, epoch int64, published []int64) error {
 	var held bool
 	var marked int64
-	if err := r.pool.QueryRow(ctx, markPublishedFencedSQL, epoch, published).Scan(&held, &marked); err != nil {
+	var commit string
+	if err := r.pool.QueryRow(ctx, markPublishedFencedSQL, epoch, published).Scan(&held, &marked, &commit); err != nil {
 		return fmt.Errorf("mark outbox published: %w", interpretError(err))
 	}
 	if !held {

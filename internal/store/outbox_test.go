@@ -211,3 +211,23 @@ func TestOutboxListenerWakesOnInsert(t *testing.T) {
 	err = l.Wait(short)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "got %v", err)
 }
+
+// TestPublishedMarkDoesNotWaitForTheFlush: the relay's published mark
+// commits with synchronous_commit off for its own transaction only: the
+// rows are marked, and the connection's setting is back to on after it
+// (a lease write on the same connection still waits for the flush).
+func TestPublishedMarkDoesNotWaitForTheFlush(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2")))
+	ids := fetchIDs(t, b.sess, 10)
+	require.Len(t, ids, 2)
+
+	during, after, marked, err := store.MarkPublishedCommitForTest(ctx, b.sess.RelayDB, b.sess.epoch, ids)
+	require.NoError(t, err)
+	require.Equal(t, "off", during, "the mark's commit does not wait for the WAL flush")
+	require.Equal(t, "on", after, "only for its own transaction")
+	require.EqualValues(t, 2, marked)
+	require.Empty(t, fetchIDs(t, b.sess, 10), "both rows are published")
+}
