@@ -3,7 +3,6 @@ package consumer_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -102,7 +101,7 @@ func runConsumerWith(b *testing.B, prefetch, batch, inflight int, rend consumer.
 		rend = tmpl
 	}
 	c, err := consumer.New(cfg, consumer.Options{
-		Store: sc.Store, Templates: rend, Registerer: reg, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Store: sc.Store, Templates: rend, Registerer: reg, Log: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(b, err)
 	r := &running{c: c, reg: reg}

@@ -27,7 +27,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 
@@ -114,7 +113,7 @@ func New(cfg Config, o Options) (*Consumer, error) {
 		return nil, errors.New("consumer: Options.Store and Options.Templates are required")
 	}
 	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Registerer == nil {
 		o.Registerer = prometheus.NewRegistry()

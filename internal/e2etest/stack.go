@@ -8,6 +8,7 @@ package e2etest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -46,10 +47,13 @@ func Build() (cleanup func(), err error) {
 	build.Dir = filepath.Join(filepath.Dir(self), "..", "..")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("build mailsvc: %w", err)
+		return nil, errors.Join(fmt.Errorf("build mailsvc: %w", err), os.RemoveAll(dir))
 	}
-	return func() { os.RemoveAll(dir) }, nil
+	return func() {
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "remove the built binary:", err)
+		}
+	}, nil
 }
 
 // FreePort returns a loopback port that was free a moment ago.

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"mime"
@@ -123,7 +124,7 @@ func smtpAttachment(t *testing.T, data []byte) (name, disposition string, conten
 	texts := 0
 	for {
 		_, err := ar.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)
@@ -133,7 +134,7 @@ func smtpAttachment(t *testing.T, data []byte) (name, disposition string, conten
 	files := 0
 	for {
 		p, err := r.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		require.NoError(t, err)

@@ -2,7 +2,6 @@ package sender
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func (s *racingStore) CountProviderFailure(context.Context, string, int, time.Du
 // worker would send the next mail as if the provider were healthy.
 func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
 	st := &racingStore{reading: make(chan struct{}), release: make(chan struct{})}
-	g := &gate{clock: clockwork.NewRealClock(), name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	g := &gate{clock: clockwork.NewRealClock(), name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.DiscardHandler),
 		cfg: Config{DBTimeout: time.Second, BreakerThreshold: 3, BreakerProbe: time.Second}}
 	done := make(chan error)
 	go func() { done <- g.refresh(context.Background()) }()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -133,7 +132,7 @@ func NewJanitor(cfg JanitorConfig, deps JanitorDeps) (*Janitor, error) {
 	}
 	log := deps.Log
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		log = slog.New(slog.DiscardHandler)
 	}
 	m := deps.Metrics
 	if m == nil {

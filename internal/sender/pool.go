@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -108,7 +107,7 @@ func New(cfg Config, deps Deps) (*Pool, error) {
 		deps.Clock = clockwork.NewRealClock()
 	}
 	if deps.Log == nil {
-		deps.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	if deps.Metrics == nil {
 		deps.Metrics = NewMetrics(nil)

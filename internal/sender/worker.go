@@ -2,6 +2,7 @@ package sender
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -229,7 +230,7 @@ func (e *executor) waitSlot(soft context.Context, g *gate, j *job) bool {
 		at, err = g.slot(soft)
 	}
 	if err != nil {
-		if err != errPaused && soft.Err() == nil {
+		if !errors.Is(err, errPaused) && soft.Err() == nil {
 			e.log.Warn("take a send slot (rate limit)", append(j.logAttrs(), "error", err)...)
 		}
 		return false

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -203,7 +204,7 @@ func (s *Store) TakeProbe(ctx context.Context, provider, worker string, next tim
 	switch {
 	case err == nil:
 		return st, true, nil
-	case interpretError(err) == ErrNotFound:
+	case errors.Is(interpretError(err), ErrNotFound):
 		st, err = s.ProviderState(ctx, provider)
 		return st, false, err
 	}
@@ -246,7 +247,7 @@ func (s *Store) ProviderRecovered(ctx context.Context, provider string, all bool
 func (s *Store) ProviderState(ctx context.Context, provider string) (ProviderState, error) {
 	var st ProviderState
 	err := scanProvider(s.pool.QueryRow(ctx, `SELECT `+providerCols+` FROM provider_state s WHERE s.provider = $1`, provider), &st, nil)
-	if interpretError(err) == ErrNotFound {
+	if errors.Is(interpretError(err), ErrNotFound) {
 		err = s.pool.QueryRow(ctx, `SELECT now()`).Scan(&st.Now)
 		st.Provider = provider
 	}
@@ -277,7 +278,7 @@ func (s *Store) ProviderStates(ctx context.Context) ([]ProviderState, error) {
 // the statement runs once more.
 func (s *Store) updateProvider(ctx context.Context, provider string, run func() pgx.Row, scan func(pgx.Row) error) error {
 	err := scan(run())
-	if interpretError(err) != ErrNotFound {
+	if !errors.Is(interpretError(err), ErrNotFound) {
 		return interpretError(err)
 	}
 	if _, err := s.pool.Exec(ctx, `INSERT INTO provider_state (provider) VALUES ($1) ON CONFLICT DO NOTHING`, provider); err != nil {

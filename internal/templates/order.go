@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -170,8 +171,8 @@ func invalidAddress(msg string) error {
 // fieldError prefixes the message of a *mailtype.Error with a field path,
 // keeping its class and reason.
 func fieldError(err error, format string, args ...any) error {
-	e, ok := err.(*mailtype.Error)
-	if !ok {
+	var e *mailtype.Error
+	if !errors.As(err, &e) {
 		return err
 	}
 	return mailtype.Errorf(e.Class, e.Reason, "%s%w", fmt.Sprintf(format, args...), e.Err)

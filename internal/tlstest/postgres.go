@@ -151,7 +151,7 @@ func startPostgres(bin, dir string, cred *syscall.Credential, args []string, use
 		p.exited = exited
 		return p, nil
 	case err := <-exited:
-		return nil, fmt.Errorf("postgres exited (%v):\n%s", err, logs.String())
+		return nil, fmt.Errorf("postgres exited (%w):\n%s", err, logs.String())
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
