@@ -71,9 +71,10 @@ type Event struct {
 	// left out) otherwise.
 	ReconciledBy string
 	// TraceContext is not part of the body: it is the stored trace context
-	// (tracing.Encode) of the span that wrote the event, which the
-	// publisher continues and sends as the traceparent and tracestate
-	// headers (asyncapi.yaml, FeedbackHeaders). "" for none.
+	// (tracing.Encode) of the span that wrote the event, which the store
+	// writes to outbox.trace_context and the relay's publish span
+	// continues (the traceparent and tracestate headers, asyncapi.yaml
+	// FeedbackHeaders). "" (NULL) for none.
 	TraceContext string
 }
 
@@ -151,7 +152,7 @@ func Encode(id uuid.UUID, at time.Time, e Event) ([]byte, error) {
 	}
 	body, err := json.Marshal(env)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", e.Type, err)
+		return nil, fmt.Errorf("encode feedback %s: %w", e.Type, err)
 	}
 	return body, nil
 }

@@ -55,7 +55,7 @@ type outboxRow struct {
 func outboxRowOf(f Feedback) (outboxRow, error) {
 	m, err := feedback.New(f)
 	if err != nil {
-		return outboxRow{}, fmt.Errorf("encode feedback: %w", err)
+		return outboxRow{}, err
 	}
 	return outboxRow{eventID: m.ID, routingKey: m.RoutingKey, eventType: string(m.Type), orderID: f.OrderID,
 		dedupeKey: f.DedupeKey, payload: string(m.Body), createdAt: m.At, traceContext: f.TraceContext}, nil
