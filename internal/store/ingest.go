@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -131,7 +130,7 @@ func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult,
 		err = insertMails(ctx, s.pool, s.recipientLimit, items, res)
 	}
 	if err != nil {
-		return nil, ingestError(err)
+		return nil, interpretError(err)
 	}
 	return res, nil
 }
@@ -393,19 +392,4 @@ func (s *Store) staleFeedback(ctx context.Context, tx pgx.Tx, items []IngestItem
 		res[i].Feedback = 1
 	}
 	return nil
-}
-
-// ingestError classifies an Ingest failure once, at the boundary. Items
-// are checked before they reach SQL (IngestItem.Check), so nothing
-// PostgreSQL says about an ingest statement is the fault of an event: a
-// refusal (a data exception such as 22P02, an integrity violation, a
-// read-only database) is a transient error carrying a *RefusedError, like
-// an unreachable server. An error already classified (a cancel that kept
-// racing) is kept.
-func ingestError(err error) error {
-	var me *mailtype.Error
-	if errors.As(err, &me) {
-		return err
-	}
-	return interpretError(err)
 }

@@ -172,7 +172,7 @@ func (s *Store) resend(ctx context.Context, dedupeKey, domain, namespace string,
 		return errRollback
 	})
 	if err != nil && !errors.Is(err, errRollback) {
-		return "", fmt.Errorf("resend %s: %w", dedupeKey, interpretErrorKeep(err))
+		return "", fmt.Errorf("resend %s: %w", dedupeKey, interpretError(err))
 	}
 	return newKey, nil
 }
@@ -399,7 +399,7 @@ func (s *Store) reconcile(ctx context.Context, dedupeKey string, delivered, comm
 		return res, nil
 	}
 	if err != nil {
-		return ReconcileResult{}, fmt.Errorf("reconcile %s: %w", dedupeKey, interpretErrorKeep(err))
+		return ReconcileResult{}, fmt.Errorf("reconcile %s: %w", dedupeKey, interpretError(err))
 	}
 	return res, nil
 }
@@ -424,16 +424,4 @@ func (s *Store) reconcileRefusal(ctx context.Context, tx pgx.Tx, dedupeKey strin
 	}
 	return &StateError{DedupeKey: dedupeKey, Status: st, Action: "reconcile",
 		Hint: "only unknown mails are reconciled (an ambiguous send under the unknown policy)"}
-}
-
-// interpretErrorKeep is interpretError for errors that may already be
-// decided here (*StateError, ErrNotFound, *mailtype.Error), which pass
-// through unchanged.
-func interpretErrorKeep(err error) error {
-	var se *StateError
-	var me *mailtype.Error
-	if errors.As(err, &se) || errors.As(err, &me) || errors.Is(err, ErrNotFound) {
-		return err
-	}
-	return interpretError(err)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // ErrTransactionPooling is what CheckPooling's refusals wrap: the URL leads
@@ -117,8 +116,8 @@ func statementsBreak(ctx context.Context, conns [2]*pgx.Conn) (bool, error) {
 // isStatementLoss tells a duplicate (42P05) or missing (26000) prepared
 // statement.
 func isStatementLoss(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "42P05" || pgErr.Code == "26000")
+	code := sqlState(err)
+	return code == sqlDuplicateStatement || code == sqlNoStatement
 }
 
 func ignoreStatementLoss(err error) error {

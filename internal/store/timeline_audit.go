@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // timelineAuditSQL reads the operator actions on one mail from the audit
@@ -20,8 +18,7 @@ FROM audit_log WHERE dedupe_key = $1 ORDER BY at, id`
 // has none.
 func auditEntries(ctx context.Context, q querier, key string) ([]TimelineEntry, error) {
 	rows, err := q.Query(ctx, timelineAuditSQL, key)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+	if sqlState(err) == sqlUndefinedTable {
 		return nil, nil
 	}
 	out, err := scanRows(rows, err, fmt.Sprintf("the operator actions on mail %q", key), func(r pgx.CollectableRow) (TimelineEntry, error) {
@@ -33,7 +30,7 @@ func auditEntries(ctx context.Context, q querier, key string) ([]TimelineEntry, 
 			"result", result, "detail", detail)
 		return e, err
 	})
-	if errors.As(err, &pgErr) && pgErr.Code == "42P01" {
+	if sqlState(err) == sqlUndefinedTable {
 		return nil, nil
 	}
 	return out, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mailsvc/mailsvc/api/feedback"
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
@@ -16,7 +17,7 @@ type timelineEvent struct {
 	attempts                                  int
 	createdAt                                 time.Time
 	publishedAt, deadAt                       *time.Time
-	data                                      feedbackData
+	data                                      feedback.Data
 }
 
 const timelineEventsSQL = `

@@ -19,7 +19,7 @@ func explainTLS(err error) error {
 	if !errors.As(err, &pgErr) {
 		return tlsconfig.Explain(err, tlsconfig.DatabaseKeys)
 	}
-	if pgErr.Code != "28000" {
+	if pgErr.Code != sqlAuthorization {
 		return err
 	}
 	switch msg := pgErr.Message; {

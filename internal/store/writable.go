@@ -2,10 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // checkWritableSQL writes nothing, yet PostgreSQL runs its read-only and
@@ -34,29 +31,8 @@ func (s *Store) CheckWritable(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if sqlState(err) == "25006" {
+	if sqlState(err) == sqlReadOnly {
 		s.pool.Reset()
 	}
 	return fmt.Errorf("check that the database accepts writes: %w", interpretError(err))
-}
-
-// IsWriteRefused reports whether err says that a database that answers
-// refused a write of ours: read_only_sql_transaction (25006: a standby, or
-// default_transaction_read_only) or insufficient_privilege (42501). Such a
-// refusal is about the database, never about the data written.
-func IsWriteRefused(err error) bool {
-	switch sqlState(err) {
-	case "25006", "42501":
-		return true
-	}
-	return false
-}
-
-// sqlState is the SQLSTATE of the first PostgreSQL error in err's chain, or "".
-func sqlState(err error) string {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return pgErr.Code
-	}
-	return ""
 }
