@@ -75,7 +75,7 @@ func newAuditListCmd(e *env) *cobra.Command {
 }
 
 // writeAudit prints entries as a table; an entry without a reason reads
-// "(no reason given)", a started one store.AuditOutcomeUnknown.
+// "(no reason given)", a started one store.AuditResultUnknown.
 func writeAudit(w io.Writer, entries []store.AuditEntry) error {
 	if len(entries) == 0 {
 		_, err := fmt.Fprintln(w, "no operator action recorded")

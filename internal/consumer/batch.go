@@ -110,12 +110,12 @@ func (l *loop) record(ctx context.Context, decisions []Decision) ([]store.Ingest
 	}
 	now := time.Now()
 	for j, i := range idx {
-		if res[j].Outcome == mailtype.OutcomeEventIDReused {
+		if res[j].Disposition == mailtype.DispositionEventIDReused {
 			decisions[i] = reusedEventID(decisions[i])
 			continue
 		}
 		results[i] = res[j]
-		if res[j].Outcome != mailtype.OutcomeDuplicate {
+		if res[j].Disposition != mailtype.DispositionDuplicate {
 			l.c.metrics.EventLag.Observe(max(0, now.Sub(decisions[i].OccurredAt).Seconds()))
 		}
 	}
@@ -248,7 +248,7 @@ func (l *loop) publishLetters(ctx context.Context, batch []broker.Delivery, deci
 func (l *loop) wake(res []store.IngestResult) {
 	mail, outbox := false, false
 	for _, r := range res {
-		mail = mail || r.Outcome == mailtype.OutcomeInserted
+		mail = mail || r.Disposition == mailtype.DispositionInserted
 		outbox = outbox || r.Feedback > 0
 	}
 	if mail {
@@ -264,20 +264,20 @@ func (l *loop) done(f *flight, idx []int) {
 	batch, decisions, results := f.batch, f.decisions, f.results
 	for _, i := range idx {
 		d := decisions[i]
-		outcome, reason := results[i].Outcome, mailtype.Reason("")
+		outcome, reason := results[i].Disposition, mailtype.Reason("")
 		switch d.Action {
 		case ActionIgnore:
-			outcome = mailtype.OutcomeIgnored
+			outcome = mailtype.DispositionIgnored
 		case ActionDeadLetter:
-			outcome, reason = mailtype.OutcomeDeadLettered, d.Err.Reason
+			outcome, reason = mailtype.DispositionDeadLettered, d.Err.Reason
 		}
 		l.c.metrics.observe(d.EventType, outcome, reason, batch[i].Received)
-		l.logOutcome(batch[i], d, outcome)
+		l.logDisposition(batch[i], d, outcome)
 		f.endSpan(i, outcome)
 	}
 }
 
-func (l *loop) logOutcome(r broker.Delivery, d Decision, outcome mailtype.Outcome) {
+func (l *loop) logDisposition(r broker.Delivery, d Decision, outcome mailtype.Disposition) {
 	args := []any{"event_id", d.EventID, "event_type", d.EventType, "outcome", string(outcome), "routing_key", r.RoutingKey,
 		"redelivered", r.Redelivered}
 	if m := d.Item.Mail; m != nil {
@@ -287,11 +287,11 @@ func (l *loop) logOutcome(r broker.Delivery, d Decision, outcome mailtype.Outcom
 		args = append(args, "dedupe_key", mailtype.ConfirmationKey(c.OrderID))
 	}
 	switch outcome {
-	case mailtype.OutcomeDeadLettered:
+	case mailtype.DispositionDeadLettered:
 		l.c.log.Warn("event dead-lettered", append(args, "reason", string(d.Err.Reason), "error", mailtype.Sanitize(d.Err.Error()))...)
-	case mailtype.OutcomeHeld:
+	case mailtype.DispositionHeld:
 		l.c.log.Warn("mail held: its recipient is over mail.recipient_limit", args...)
-	case mailtype.OutcomeInserted, mailtype.OutcomeDuplicate, mailtype.OutcomeIgnored:
+	case mailtype.DispositionInserted, mailtype.DispositionDuplicate, mailtype.DispositionIgnored:
 		l.c.log.Debug("event consumed", args...)
 	default:
 		l.c.log.Info("event consumed", args...)

@@ -97,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	for _, t := range []string{string(mailtype.OrderConfirmed), string(mailtype.OrderCancelled), eventTypeOther} {
-		for _, o := range mailtype.Outcomes {
+		for _, o := range mailtype.Dispositions {
 			m.Consumed.WithLabelValues(t, string(o))
 		}
 	}
@@ -110,9 +110,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // observe counts one acknowledged delivery.
-func (m *Metrics) observe(eventType string, outcome mailtype.Outcome, reason mailtype.Reason, received time.Time) {
+func (m *Metrics) observe(eventType string, outcome mailtype.Disposition, reason mailtype.Reason, received time.Time) {
 	m.Consumed.WithLabelValues(eventType, string(outcome)).Inc()
-	if outcome == mailtype.OutcomeDeadLettered {
+	if outcome == mailtype.DispositionDeadLettered {
 		m.DeadLettered.WithLabelValues(string(reason)).Inc()
 	}
 	m.Duration.Observe(time.Since(received).Seconds())

@@ -41,7 +41,7 @@ func (l *loop) traceFlight(f *flight) {
 
 // endSpan ends the span of delivery i of f, once acked, with what became
 // of it; a dead-lettered event ends in error with its reason.
-func (f *flight) endSpan(i int, outcome mailtype.Outcome) {
+func (f *flight) endSpan(i int, outcome mailtype.Disposition) {
 	f.spanMu.Lock()
 	defer f.spanMu.Unlock()
 	if f.spans == nil || f.spans[i] == nil {
@@ -53,7 +53,7 @@ func (f *flight) endSpan(i int, outcome mailtype.Outcome) {
 	if m := d.Item.Mail; m != nil {
 		span.SetAttributes(tracing.DedupeKeyKey.String(m.DedupeKey))
 	}
-	if outcome == mailtype.OutcomeDeadLettered && d.Err != nil {
+	if outcome == mailtype.DispositionDeadLettered && d.Err != nil {
 		span.SetAttributes(tracing.ErrorReasonKey.String(string(d.Err.Reason)))
 		tracing.Fail(span, "dead-lettered: "+string(d.Err.Reason))
 	}

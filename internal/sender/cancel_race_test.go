@@ -74,7 +74,7 @@ func TestCancelRacingASend(t *testing.T) {
 			cancel := store.Cancel{EventID: uuid.NewString(), OrderID: "70", Template: "order_confirmed"}
 			res, err := st.Ingest(context.Background(), []store.IngestItem{{Cancel: &cancel}})
 			require.NoError(t, err)
-			require.Equal(t, mailtype.OutcomeCancelled, res[0].Outcome, "the cancel is requested")
+			require.Equal(t, mailtype.DispositionCancelled, res[0].Disposition, "the cancel is requested")
 			require.EqualValues(t, 0, b.count(t, `SELECT count(*) FROM outbox`), "nothing is published while the send is on the wire")
 			close(release)
 
@@ -97,7 +97,7 @@ func TestCancelRacingASend(t *testing.T) {
 			// A redelivered cancel changes and publishes nothing.
 			res, err = st.Ingest(context.Background(), []store.IngestItem{{Cancel: &cancel}})
 			require.NoError(t, err)
-			require.Equal(t, mailtype.OutcomeDuplicate, res[0].Outcome)
+			require.Equal(t, mailtype.DispositionDuplicate, res[0].Disposition)
 			require.EqualValues(t, len(tc.events), b.count(t, `SELECT count(*) FROM outbox`))
 		})
 	}

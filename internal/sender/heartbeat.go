@@ -2,6 +2,9 @@ package sender
 
 import (
 	"context"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/mailsvc/mailsvc/internal/store"
 )
@@ -13,14 +16,19 @@ import (
 // and is skipped. While renewals fail the dispatcher takes no claim; no
 // send starts without the mark, which renews the lease itself.
 func (d *dispatcher) heartbeatLoop(done <-chan struct{}) {
-	t := d.clock.NewTicker(d.cfg.Lease / 3)
+	every(d.clock, d.cfg.Lease/3, done, d.renewAll)
+}
+
+// every runs f every interval d on clk until done is closed.
+func every(clk clockwork.Clock, d time.Duration, done <-chan struct{}, f func()) {
+	t := clk.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.Chan():
-			d.renewAll()
+			f()
 		}
 	}
 }

@@ -76,16 +76,7 @@ func (r *router) refreshGates() {
 func (r *router) stateLoop(read chan<- struct{}, done <-chan struct{}) {
 	r.refreshGates()
 	close(read)
-	t := r.clock.NewTicker(r.cfg.PollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.Chan():
-			r.refreshGates()
-		}
-	}
+	every(r.clock, r.cfg.PollInterval, done, r.refreshGates)
 }
 
 // route picks the provider of a job's send, nil when none may take it now.

@@ -44,7 +44,7 @@ func TestAttachmentsGateTheClaimAndFollowTheMail(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	pdf := []byte("%PDF-1.7 invoice")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeInserted},
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted, mailtype.DispositionInserted},
 		b.ingest(t, confirmWithFiles("a1", pdf), confirm("plain")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE attach_state = 'pending'`))
 

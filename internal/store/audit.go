@@ -48,7 +48,7 @@ const (
 // and on a mail's timeline (AuditResultText).
 const AuditResultUnknown = "outcome unknown: the process stopped before recording the result; check the mail"
 
-// AuditResultText is result as a person reads it: AuditOutcomeUnknown for
+// AuditResultText is result as a person reads it: AuditResultUnknown for
 // AuditStarted, the result itself otherwise.
 func AuditResultText(result string) string {
 	if result == AuditStarted {

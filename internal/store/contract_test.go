@@ -64,13 +64,13 @@ func setupContract(t *testing.T) *contractBundle {
 	return &contractBundle{ingestBundle: b, st: b.sc.Open(t, store.Options{Notices: n}), notices: n}
 }
 
-func (b *contractBundle) ingest(t *testing.T, items ...store.IngestItem) []mailtype.Outcome {
+func (b *contractBundle) ingest(t *testing.T, items ...store.IngestItem) []mailtype.Disposition {
 	t.Helper()
 	res, err := b.st.Ingest(b.ctx, items)
 	require.NoError(t, err)
-	out := make([]mailtype.Outcome, len(res))
+	out := make([]mailtype.Disposition, len(res))
 	for i, r := range res {
-		out[i] = r.Outcome
+		out[i] = r.Disposition
 	}
 	return out
 }
@@ -96,26 +96,26 @@ func TestCancelOutcomeTable(t *testing.T) {
 	cases := []struct {
 		name    string
 		state   string // SQL SET clause putting the confirmation in the state; "" = leave it pending; "-" = no row
-		outcome mailtype.Outcome
+		outcome mailtype.Disposition
 		status  mailtype.Status
 		events  []string
 		notice  bool
 	}{
-		{"pending", "", mailtype.OutcomeCancelled, mailtype.StatusCancelled,
+		{"pending", "", mailtype.DispositionCancelled, mailtype.StatusCancelled,
 			[]string{"EmailCancelled order-confirmed:K"}, false},
-		{"pending after an ambiguous send", "attempts = 1, sends = 1, ambiguous = 1", mailtype.OutcomeTooLate, mailtype.StatusUnknown,
+		{"pending after an ambiguous send", "attempts = 1, sends = 1, ambiguous = 1", mailtype.DispositionTooLate, mailtype.StatusUnknown,
 			[]string{"EmailUnknown order-confirmed:K", "EmailCancelTooLate order-confirmed:K"}, true},
-		{"claimed", "status = 'sending', attempts = 1, locked_until = now() + interval '1 minute'", mailtype.OutcomeCancelled, mailtype.StatusSending,
+		{"claimed", "status = 'sending', attempts = 1, locked_until = now() + interval '1 minute'", mailtype.DispositionCancelled, mailtype.StatusSending,
 			nil, false},
 		{"sending", "status = 'sending', attempts = 1, sends = 1, send_started_at = now(), locked_until = now() + interval '1 minute'",
-			mailtype.OutcomeCancelled, mailtype.StatusSending, nil, false},
-		{"sent", "status = 'sent', attempts = 1, sends = 1, sent_at = now()", mailtype.OutcomeTooLate, mailtype.StatusSent,
+			mailtype.DispositionCancelled, mailtype.StatusSending, nil, false},
+		{"sent", "status = 'sent', attempts = 1, sends = 1, sent_at = now()", mailtype.DispositionTooLate, mailtype.StatusSent,
 			[]string{"EmailCancelTooLate order-confirmed:K"}, true},
-		{"unknown", "status = 'unknown', attempts = 1, sends = 1, ambiguous = 1", mailtype.OutcomeTooLate, mailtype.StatusUnknown,
+		{"unknown", "status = 'unknown', attempts = 1, sends = 1, ambiguous = 1", mailtype.DispositionTooLate, mailtype.StatusUnknown,
 			[]string{"EmailCancelTooLate order-confirmed:K"}, true},
-		{"failed", "status = 'failed', attempts = 1, sends = 1", mailtype.OutcomeDuplicate, mailtype.StatusFailed, nil, false},
-		{"cancelled", "status = 'cancelled', cancel_event_id = '00000000-0000-4000-8000-000000000001'", mailtype.OutcomeDuplicate, mailtype.StatusCancelled, nil, false},
-		{"no confirmation yet", "-", mailtype.OutcomeTombstoned, mailtype.StatusCancelled,
+		{"failed", "status = 'failed', attempts = 1, sends = 1", mailtype.DispositionDuplicate, mailtype.StatusFailed, nil, false},
+		{"cancelled", "status = 'cancelled', cancel_event_id = '00000000-0000-4000-8000-000000000001'", mailtype.DispositionDuplicate, mailtype.StatusCancelled, nil, false},
+		{"no confirmation yet", "-", mailtype.DispositionTombstoned, mailtype.StatusCancelled,
 			[]string{"EmailCancelled order-confirmed:K"}, false},
 	}
 	for _, tc := range cases {
@@ -130,14 +130,14 @@ func TestCancelOutcomeTable(t *testing.T) {
 				}
 			}
 			c := cancelOf(order)
-			require.Equal(t, []mailtype.Outcome{tc.outcome, mailtype.OutcomeDuplicate}, b.ingest(t, c, c))
-			require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf(order)), "another cancel of the same order")
+			require.Equal(t, []mailtype.Disposition{tc.outcome, mailtype.DispositionDuplicate}, b.ingest(t, c, c))
+			require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, cancelOf(order)), "another cancel of the same order")
 			require.Equal(t, tc.events, b.events(t, order))
 			for typ, payload := range b.sc.QueryMap(t, `SELECT event_type, payload::text FROM outbox`) {
 				require.Empty(t, api.ValidateFeedback(typ, []byte(payload)), "%s %s", typ, payload)
 			}
 			recorded := c.Cancel.EventID
-			if tc.status == mailtype.StatusCancelled && tc.outcome == mailtype.OutcomeDuplicate {
+			if tc.status == mailtype.StatusCancelled && tc.outcome == mailtype.DispositionDuplicate {
 				recorded = "00000000-0000-4000-8000-000000000001" // its own cancel's, untouched
 			}
 			require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-confirmed:K' AND status = $1
@@ -164,7 +164,7 @@ func TestCancelNoticeThatCannotRenderIsFailed(t *testing.T) {
 	b.notices.fail = true
 	b.ingest(t, confirm("R"))
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent', attempts = 1, sends = 1, sent_at = now()`)
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, cancelOf("R")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTooLate}, b.ingest(t, cancelOf("R")))
 	require.Equal(t, []string{"EmailCancelTooLate order-confirmed:R", "EmailFailed order-cancelled:R"}, b.events(t, "R"))
 	require.EqualValues(t, 1, b.count(t, `SELECT count(*) FROM mail WHERE dedupe_key = 'order-cancelled:R' AND status = 'failed'
 		AND last_error = 'render: template exploded' AND last_error_class = 'permanent'`))
@@ -178,12 +178,12 @@ func TestCancelNoticeThatCannotRenderIsFailed(t *testing.T) {
 func TestReopenedOrderRevisions(t *testing.T) {
 	t.Parallel()
 	b := setupContract(t)
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTombstoned}, b.ingest(t, cancelRev("O", 1)))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate, mailtype.OutcomeInserted},
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTombstoned}, b.ingest(t, cancelRev("O", 1)))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate, mailtype.DispositionInserted},
 		b.ingest(t, confirmRev("O", 1), confirmRev("O", 2)), "revision 1 is tombstoned, revision 2 is new")
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent', attempts = 1, sends = 1, sent_at = now() WHERE dedupe_key = 'order-confirmed:O:r2'`)
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelRev("O", 1)), "a late cancel of revision 1")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, cancelRev("O", 2)))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, cancelRev("O", 1)), "a late cancel of revision 1")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTooLate}, b.ingest(t, cancelRev("O", 2)))
 	require.Equal(t, []string{"EmailCancelled order-confirmed:O", "EmailCancelTooLate order-confirmed:O:r2"}, b.events(t, "O"))
 	require.Equal(t, map[string]string{"order-confirmed:O": "1", "order-confirmed:O:r2": "2", "order-cancelled:O:r2": "2"},
 		b.sc.QueryMap(t, `SELECT dedupe_key, revision::text FROM mail`))
@@ -269,7 +269,7 @@ func TestReleaseAfterAnAmbiguousSend(t *testing.T) {
 			b.sc.Exec(t, fmt.Sprintf(`UPDATE mail SET status = 'sending', attempts = 2, sends = 1, ambiguous = %d,
 				locked_until = %s, locked_by = 'w' WHERE order_id = $1`, tc.ambiguous, lease), order)
 			if tc.cancel {
-				require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf(order)), "the cancel is only requested")
+				require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled}, b.ingest(t, cancelOf(order)), "the cancel is only requested")
 			}
 			id := b.count(t, `SELECT id FROM mail WHERE order_id = $1`, order)
 			res, err := b.st.FinishAttempts(b.ctx, []store.Attempt{{Fence: store.Fence{ID: id, Token: 2}, Outcome: tc.outcome, Settle: tc.settle}})

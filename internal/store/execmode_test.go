@@ -30,13 +30,13 @@ func modeConfirm(orderID string) store.IngestItem {
 	return it
 }
 
-func outcomesOf(t *testing.T, st *store.Store, items ...store.IngestItem) []mailtype.Outcome {
+func outcomesOf(t *testing.T, st *store.Store, items ...store.IngestItem) []mailtype.Disposition {
 	t.Helper()
 	res, err := st.Ingest(testCtx(t), items)
 	require.NoError(t, err)
-	out := make([]mailtype.Outcome, len(res))
+	out := make([]mailtype.Disposition, len(res))
 	for i, r := range res {
-		out[i] = r.Outcome
+		out[i] = r.Disposition
 	}
 	return out
 }
@@ -50,7 +50,7 @@ func TestIngestInEveryExecMode(t *testing.T) {
 			st := sc.OpenInMode(t, mode)
 			a, b, c := modeConfirm("1"), modeConfirm("2"), modeConfirm("3")
 			// Fresh mails only: one multi-row autocommit statement.
-			require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeInserted, mailtype.OutcomeInserted, mailtype.OutcomeDuplicate},
+			require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted, mailtype.DispositionInserted, mailtype.DispositionInserted, mailtype.DispositionDuplicate},
 				outcomesOf(t, st, a, b, c, a))
 			for _, it := range []store.IngestItem{a, b, c} {
 				m := it.Mail
@@ -68,8 +68,8 @@ func TestIngestInEveryExecMode(t *testing.T) {
 			cancels := []store.IngestItem{cancelOf("1"), cancelOf("2"), cancelOf("3"), cancelOf("5")}
 			items := append([]store.IngestItem{stale}, cancels...)
 			// Order 2's send started: its cancel is requested, its outcome reports.
-			require.Equal(t, []mailtype.Outcome{mailtype.OutcomeStale, mailtype.OutcomeCancelled, mailtype.OutcomeCancelled,
-				mailtype.OutcomeTooLate, mailtype.OutcomeTombstoned, mailtype.OutcomeDuplicate},
+			require.Equal(t, []mailtype.Disposition{mailtype.DispositionStale, mailtype.DispositionCancelled, mailtype.DispositionCancelled,
+				mailtype.DispositionTooLate, mailtype.DispositionTombstoned, mailtype.DispositionDuplicate},
 				outcomesOf(t, st, append(items, modeConfirm("5"))...))
 
 			require.Equal(t, map[string]string{"1": "cancelled", "2": "sending", "3": "sent", "4": "failed", "5": "cancelled"},
@@ -88,7 +88,7 @@ func TestIngestInEveryExecMode(t *testing.T) {
 				AND payload->'data'->>'error_reason' = 'stale' AND payload->'data'->>'source_event_id' = $1`, stale.Mail.EventID))
 
 			// A redelivered cancel changes nothing.
-			require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate, mailtype.OutcomeDuplicate}, outcomesOf(t, st, cancels[0], cancels[3]))
+			require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate, mailtype.DispositionDuplicate}, outcomesOf(t, st, cancels[0], cancels[3]))
 			require.EqualValues(t, 4, sc.QueryInt(t, `SELECT count(*) FROM outbox`))
 		})
 	}

@@ -37,11 +37,11 @@ func TestRecipientLimitHoldsTheMailsOverIt(t *testing.T) {
 	dup := confirmTo("o1", "b@example.com")
 	stale := confirmTo("o9", "b@example.com")
 	stale.Mail.Stale = true
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeInserted, mailtype.OutcomeStale,
-		mailtype.OutcomeInserted, mailtype.OutcomeHeld, mailtype.OutcomeInserted},
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted, mailtype.DispositionInserted, mailtype.DispositionStale,
+		mailtype.DispositionInserted, mailtype.DispositionHeld, mailtype.DispositionInserted},
 		outcomesOf(t, st, dup, confirmTo("o2", "B@Example.com"), stale, confirmTo("o3", "b@EXAMPLE.com"),
 			confirmTo("o4", "b@example.com"), confirmTo("o5", "c@example.com")))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate, mailtype.OutcomeHeld},
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate, mailtype.DispositionHeld},
 		outcomesOf(t, st, dup, confirmTo("o6", "b@example.com")))
 	require.Equal(t, int64(3), b.count(t, `SELECT count(*) FROM mail WHERE status = 'pending' AND lower(to_email) = 'b@example.com'`))
 	require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM mail WHERE status = 'held'`))
@@ -52,7 +52,7 @@ func TestRecipientLimitHoldsTheMailsOverIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 4, n, "a held mail was claimed")
 	// Off: the schema's own store has no limit.
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted}, b.ingest(t, confirmTo("o7", "b@example.com")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted}, b.ingest(t, confirmTo("o7", "b@example.com")))
 }
 
 // Replicas ingesting for one address at once hold exactly the mails over
@@ -124,7 +124,7 @@ func TestOrderCancelledCancelsAHeldMail(t *testing.T) {
 	b := setupIngest(t)
 	st := b.limited(t, 1)
 	outcomesOf(t, st, confirmTo("h1", "h@example.com"), confirmTo("h2", "h@example.com"))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled},
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled},
 		outcomesOf(t, st, store.IngestItem{Cancel: &store.Cancel{EventID: uuid.NewString(), OrderID: "h2", Template: "order_confirmed"}}))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE status = 'cancelled' AND order_id = 'h2'`))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelled, mailtype.ConfirmationKey("h2")))

@@ -80,7 +80,7 @@ type IngestItem struct {
 
 // IngestResult is what recording one item did.
 type IngestResult struct {
-	Outcome mailtype.Outcome
+	Disposition mailtype.Disposition
 	// Feedback is the number of outbox rows written for the item.
 	Feedback int
 	// Notice is set when a cancel wrote a pending cancellation notice.
@@ -279,15 +279,15 @@ func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []I
 		got := inserted[k]
 		switch {
 		case len(got) == 0 && reused[it.Mail.EventID] != "" && reused[it.Mail.EventID] != it.Mail.DedupeKey:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeEventIDReused}
+			res[i] = IngestResult{Disposition: mailtype.DispositionEventIDReused}
 		case len(got) == 0:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeDuplicate}
+			res[i] = IngestResult{Disposition: mailtype.DispositionDuplicate}
 		case it.Mail.Stale:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeStale}
+			res[i] = IngestResult{Disposition: mailtype.DispositionStale}
 		case got[0] == string(mailtype.StatusHeld):
-			res[i] = IngestResult{Outcome: mailtype.OutcomeHeld}
+			res[i] = IngestResult{Disposition: mailtype.DispositionHeld}
 		default:
-			res[i] = IngestResult{Outcome: mailtype.OutcomeInserted}
+			res[i] = IngestResult{Disposition: mailtype.DispositionInserted}
 		}
 		if len(got) > 0 {
 			inserted[k] = got[1:] // an identical later item in the batch is the duplicate
@@ -375,7 +375,7 @@ func revisionOr1(r int) int { return max(r, 1) }
 // that insertMails recorded.
 func (s *Store) staleFeedback(ctx context.Context, tx pgx.Tx, items []IngestItem, res []IngestResult) error {
 	for i, it := range items {
-		if res[i].Outcome != mailtype.OutcomeStale {
+		if res[i].Disposition != mailtype.DispositionStale {
 			continue
 		}
 		m := it.Mail

@@ -65,18 +65,18 @@ WHERE NOT EXISTS (SELECT 1 FROM tomb) AND NOT EXISTS (SELECT 1 FROM mail WHERE d
 
 // stoppedAmbiguous is cancelSQL's kind of a pending mail whose earlier
 // send was ambiguous: the cancel ends it unknown.
-const stoppedAmbiguous mailtype.Outcome = "stopped_ambiguous"
+const stoppedAmbiguous mailtype.Disposition = "stopped_ambiguous"
 
 // cancelRequested is cancelSQL's kind of a claimed mail: the cancel only
 // sets cancel_requested. The sender's outcome reports it: a claim that
 // never started or a send that failed ends cancelled (EmailCancelled); a
 // send that was, or may have been, delivered ends sent or unknown with its
 // own event, then EmailCancelTooLate and the cancellation notice.
-const cancelRequested mailtype.Outcome = "requested"
+const cancelRequested mailtype.Disposition = "requested"
 
 // cancelNoted is cancelSQL's kind of a failed mail: the cancel is recorded
 // (so `mail resend` refuses the order) and nothing is published.
-const cancelNoted mailtype.Outcome = "noted"
+const cancelNoted mailtype.Disposition = "noted"
 
 // cancelledAmbiguousError is the error of the EmailUnknown of a mail
 // whose retry of an ambiguous send a cancel stopped.
@@ -89,7 +89,7 @@ const maxCancelRaces = 3
 
 // cancelRow is one mail a cancel changed.
 type cancelRow struct {
-	kind                        mailtype.Outcome
+	kind                        mailtype.Disposition
 	dedupeKey, template, status string
 	attempts                    int
 	provider, providerMessageID string
@@ -118,12 +118,12 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 			return IngestResult{}, mailtype.Errorf(mailtype.Transient, mailtype.ReasonDatabase, "cancel of order %s raced %d concurrent inserts", c.OrderID, race)
 		}
 	}
-	res := IngestResult{Outcome: mailtype.OutcomeDuplicate}
+	res := IngestResult{Disposition: mailtype.DispositionDuplicate}
 	notice := ""
 	for _, r := range changed {
 		switch r.kind {
 		case cancelRequested:
-			res.Outcome = strongest(res.Outcome, mailtype.OutcomeCancelled)
+			res.Disposition = strongest(res.Disposition, mailtype.DispositionCancelled)
 			continue
 		case cancelNoted:
 			continue
@@ -141,9 +141,9 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 				return IngestResult{}, err
 			}
 			res.Feedback++
-			r.kind = mailtype.OutcomeTooLate
+			r.kind = mailtype.DispositionTooLate
 		}
-		if r.kind == mailtype.OutcomeTooLate {
+		if r.kind == mailtype.DispositionTooLate {
 			f.Type = mailtype.EmailCancelTooLate
 			notice = r.dedupeKey
 		}
@@ -151,7 +151,7 @@ func (s *Store) cancel(ctx context.Context, tx pgx.Tx, c Cancel) (IngestResult, 
 			return IngestResult{}, err
 		}
 		res.Feedback++
-		res.Outcome = strongest(res.Outcome, r.kind)
+		res.Disposition = strongest(res.Disposition, r.kind)
 	}
 	if notice != "" {
 		written, err := s.insertNotice(ctx, tx, notice, c.TraceContext)
@@ -180,7 +180,7 @@ func cancelOnce(ctx context.Context, tx pgx.Tx, c Cancel) (changed []cancelRow, 
 			raced = true
 			continue
 		}
-		r.kind = mailtype.Outcome(kind)
+		r.kind = mailtype.Disposition(kind)
 		changed = append(changed, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -191,10 +191,10 @@ func cancelOnce(ctx context.Context, tx pgx.Tx, c Cancel) (changed []cancelRow, 
 
 // strongest picks the outcome one cancel event is counted as when it
 // changed several mails: tombstoned > cancelled > too_late > duplicate.
-func strongest(a, b mailtype.Outcome) mailtype.Outcome {
-	rank := map[mailtype.Outcome]int{
-		mailtype.OutcomeDuplicate: 0, mailtype.OutcomeTooLate: 1,
-		mailtype.OutcomeCancelled: 2, mailtype.OutcomeTombstoned: 3,
+func strongest(a, b mailtype.Disposition) mailtype.Disposition {
+	rank := map[mailtype.Disposition]int{
+		mailtype.DispositionDuplicate: 0, mailtype.DispositionTooLate: 1,
+		mailtype.DispositionCancelled: 2, mailtype.DispositionTombstoned: 3,
 	}
 	if rank[b] > rank[a] {
 		return b

@@ -29,13 +29,13 @@ func setupIngest(t *testing.T) *ingestBundle {
 	return &ingestBundle{sc: storetest.New(t), ctx: ctx}
 }
 
-func (b *ingestBundle) ingest(t *testing.T, items ...store.IngestItem) []mailtype.Outcome {
+func (b *ingestBundle) ingest(t *testing.T, items ...store.IngestItem) []mailtype.Disposition {
 	t.Helper()
 	res, err := b.sc.Store.Ingest(b.ctx, items)
 	require.NoError(t, err)
-	out := make([]mailtype.Outcome, len(res))
+	out := make([]mailtype.Disposition, len(res))
 	for i, r := range res {
-		out[i] = r.Outcome
+		out[i] = r.Disposition
 	}
 	return out
 }
@@ -71,10 +71,10 @@ func TestIngestDedupesByEventIDAndDedupeKey(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	ev := confirm("1")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeDuplicate}, b.ingest(t, ev, ev))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, ev))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted, mailtype.DispositionDuplicate}, b.ingest(t, ev, ev))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, ev))
 	other := confirmKey(uuid.NewString(), mailtype.ConfirmationKey("1"), "1")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, other))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, other))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE event_id = $1 AND status = 'pending'`, ev.Mail.EventID))
 	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`))
@@ -94,13 +94,13 @@ func TestIngestCancelBeforeConfirmWritesTombstone(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	c := cancelOf("3")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTombstoned}, b.ingest(t, c))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, confirm("3")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTombstoned}, b.ingest(t, c))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, confirm("3")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE event_id IS NULL AND status = 'cancelled'
 		AND dedupe_key = 'order-confirmed:3' AND cancel_event_id = $1`, c.Cancel.EventID))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelled, "order-confirmed:3"))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, c), "redelivered cancel")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, c), "redelivered cancel")
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))
 }
 
@@ -108,7 +108,7 @@ func TestIngestCancelInOneBatchFollowsArrivalOrder(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	got := b.ingest(t, confirm("4"), cancelOf("4"), cancelOf("5"), confirm("5"))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeInserted, mailtype.OutcomeCancelled, mailtype.OutcomeTombstoned, mailtype.OutcomeDuplicate}, got)
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionInserted, mailtype.DispositionCancelled, mailtype.DispositionTombstoned, mailtype.DispositionDuplicate}, got)
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '4' AND status = 'cancelled' AND event_id IS NOT NULL`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '5' AND status = 'cancelled' AND event_id IS NULL`))
 	require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelled'`))
@@ -118,7 +118,7 @@ func TestIngestCancelEveryPendingMailOfTheOrder(t *testing.T) {
 	t.Parallel()
 	b := setupIngest(t)
 	b.ingest(t, confirm("6"), confirmKey(uuid.NewString(), "order-confirmed:6:resend:1", "6"), confirm("7"))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf("6")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled}, b.ingest(t, cancelOf("6")))
 	require.Equal(t, int64(2), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '6' AND status = 'cancelled'`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '7' AND status = 'pending'`))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelled, "order-confirmed:6"))
@@ -131,10 +131,10 @@ func TestIngestCancelWhileSendingRequestsCancel(t *testing.T) {
 	b.ingest(t, confirm("8"))
 	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, sends = 1, send_started_at = now(),
 		locked_until = now() + interval '1 minute' WHERE order_id = '8'`)
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf("8")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled}, b.ingest(t, cancelOf("8")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '8' AND status = 'sending' AND cancel_requested AND attempts = 1`))
 	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`), "the send's outcome reports, not the cancel")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf("8")), "second cancel")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, cancelOf("8")), "second cancel")
 	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`))
 }
 
@@ -147,8 +147,8 @@ func TestIngestCancelOfARetryAfterAnAmbiguousSendIsUnknown(t *testing.T) {
 	b.ingest(t, confirm("10"))
 	b.sc.Exec(t, `UPDATE mail SET attempts = 1, sends = 1, ambiguous = 1, send_after = now() + interval '1 hour' WHERE order_id = '10'`)
 	c := cancelOf("10")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, c))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, c), "redelivered cancel")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTooLate}, b.ingest(t, c))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, c), "redelivered cancel")
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '10' AND status = 'unknown' AND cancel_requested
 		AND cancel_event_id = $1`, c.Cancel.EventID))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailUnknown'
@@ -166,10 +166,10 @@ func TestIngestCancelOfAQueuedClaimReportsNothingYet(t *testing.T) {
 	b := setupIngest(t)
 	b.ingest(t, confirm("11"))
 	b.sc.Exec(t, `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() + interval '1 minute' WHERE order_id = '11'`)
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled}, b.ingest(t, cancelOf("11")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled}, b.ingest(t, cancelOf("11")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '11' AND status = 'sending' AND cancel_requested`))
 	require.Equal(t, int64(0), b.count(t, `SELECT count(*) FROM outbox`))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf("11")), "second cancel")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, cancelOf("11")), "second cancel")
 }
 
 func TestIngestCancelAfterSentIsTooLateOnce(t *testing.T) {
@@ -178,8 +178,8 @@ func TestIngestCancelAfterSentIsTooLateOnce(t *testing.T) {
 	b.ingest(t, confirm("9"))
 	b.sc.Exec(t, `UPDATE mail SET status = 'sent', attempts = 1, provider = 'smtp', provider_message_id = 'pm-1', sent_at = now() WHERE order_id = '9'`)
 	c := cancelOf("9")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeTooLate}, b.ingest(t, c))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, c), "redelivered cancel")
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionTooLate}, b.ingest(t, c))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, c), "redelivered cancel")
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '9' AND status = 'sent' AND cancel_event_id = $1`, c.Cancel.EventID))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailCancelTooLate'
@@ -193,8 +193,8 @@ func TestIngestCancelLeavesFailedAndCancelledAlone(t *testing.T) {
 	b.ingest(t, confirm("10"), confirm("11"))
 	b.sc.Exec(t, `UPDATE mail SET status = 'failed' WHERE order_id = '10'`)
 	c10 := cancelOf("10")
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate, mailtype.OutcomeDuplicate}, b.ingest(t, c10, cancelOf("10")))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeCancelled, mailtype.OutcomeDuplicate}, b.ingest(t, cancelOf("11"), cancelOf("11")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate, mailtype.DispositionDuplicate}, b.ingest(t, c10, cancelOf("10")))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionCancelled, mailtype.DispositionDuplicate}, b.ingest(t, cancelOf("11"), cancelOf("11")))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '10' AND status = 'failed' AND cancel_event_id = $1`, c10.Cancel.EventID),
 		"the first cancel is recorded on the failed mail (mail resend refuses it), with no event")
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox`))
@@ -205,8 +205,8 @@ func TestIngestStaleIsRecordedAsFailedOnce(t *testing.T) {
 	b := setupIngest(t)
 	ev := confirm("12")
 	ev.Mail.Stale, ev.Mail.MaxAge = true, 24*time.Hour
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeStale, mailtype.OutcomeDuplicate}, b.ingest(t, ev, ev))
-	require.Equal(t, []mailtype.Outcome{mailtype.OutcomeDuplicate}, b.ingest(t, ev))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionStale, mailtype.DispositionDuplicate}, b.ingest(t, ev, ev))
+	require.Equal(t, []mailtype.Disposition{mailtype.DispositionDuplicate}, b.ingest(t, ev))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE status = 'failed' AND last_error LIKE 'stale:%' AND last_error_class = 'permanent'`))
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM outbox WHERE event_type = 'EmailFailed'
 		AND payload->'data'->>'error_reason' = 'stale' AND payload->'data'->>'error_class' = 'permanent'`))
@@ -283,7 +283,7 @@ func TestIngestCancelRacingAConfirmStillCancelsIt(t *testing.T) {
 
 	r := <-done
 	require.NoError(t, r.err)
-	require.Equal(t, mailtype.OutcomeCancelled, r.out[0].Outcome)
+	require.Equal(t, mailtype.DispositionCancelled, r.out[0].Disposition)
 	require.Equal(t, int64(1), b.count(t, `SELECT count(*) FROM mail WHERE order_id = '16' AND status = 'cancelled' AND event_id IS NOT NULL`))
 	require.Equal(t, int64(1), b.feedback(t, mailtype.EmailCancelled, "order-confirmed:16"))
 }
@@ -296,10 +296,10 @@ func TestIngestBatchOfManyMails(t *testing.T) {
 		items = append(items, confirm(fmt.Sprint(1000+i%250))) // 50 same-intent duplicates
 	}
 	out := b.ingest(t, items...)
-	n := map[mailtype.Outcome]int{}
+	n := map[mailtype.Disposition]int{}
 	for _, o := range out {
 		n[o]++
 	}
-	require.Equal(t, map[mailtype.Outcome]int{mailtype.OutcomeInserted: 250, mailtype.OutcomeDuplicate: 50}, n)
+	require.Equal(t, map[mailtype.Disposition]int{mailtype.DispositionInserted: 250, mailtype.DispositionDuplicate: 50}, n)
 	require.Equal(t, int64(250), b.count(t, `SELECT count(*) FROM mail`))
 }

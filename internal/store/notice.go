@@ -95,7 +95,7 @@ func (s *Store) insertNotice(ctx context.Context, tx dbtx, confirmation, traceCo
 	if err := insertMails(ctx, tx, RecipientLimit{}, []IngestItem{{Mail: &m}}, res); err != nil {
 		return false, fmt.Errorf("insert the notice of %s: %w", confirmation, err)
 	}
-	return res[0].Outcome == mailtype.OutcomeInserted, nil
+	return res[0].Disposition == mailtype.DispositionInserted, nil
 }
 
 // insertFailedNotice records a notice that could not be rendered as
