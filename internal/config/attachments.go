@@ -67,13 +67,13 @@ func (c *Config) validateAttachments(bad func(string, string, ...any)) {
 	if a.MinRate < 0 {
 		bad("attachments.min_rate", "must be 0 (off) or more bytes per second, got %d", a.MinRate)
 	}
-	for key, d := range map[string]time.Duration{
-		"attachments.timeout": a.Timeout, "attachments.progress_window": a.ProgressWindow,
-		"attachments.retry_backoff": a.RetryBackoff, "attachments.retry_backoff_max": a.RetryBackoffMax,
-		"attachments.poll_interval": a.PollInterval,
+	for _, d := range []keyDuration{
+		{"attachments.timeout", a.Timeout}, {"attachments.progress_window", a.ProgressWindow},
+		{"attachments.retry_backoff", a.RetryBackoff}, {"attachments.retry_backoff_max", a.RetryBackoffMax},
+		{"attachments.poll_interval", a.PollInterval},
 	} {
-		if d <= 0 {
-			bad(key, "must be a positive duration, got %s", d)
+		if d.d <= 0 {
+			bad(d.key, "must be a positive duration, got %s", d.d)
 		}
 	}
 	if a.RetryBackoffMax < a.RetryBackoff {
