@@ -114,7 +114,9 @@ func relayConfig(c *config.Config) relay.Config {
 // webhooks.resend_secret and retention.window (how long webhook ids are
 // remembered). Fields without a key keep the server's defaults.
 func webhookConfig(c *config.Config) webhook.Config {
-	return webhook.Config{Addr: c.Webhooks.Addr, ResendSecret: c.Webhooks.ResendSecret, RetentionWindow: c.Retention.Window}
+	wc := c.Webhooks.Config()
+	wc.RetentionWindow = c.Retention.Window
+	return wc
 }
 
 // queueStatsConfig is the queue reader's part of cfg: amqp.url, amqp.queue,

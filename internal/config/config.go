@@ -10,6 +10,7 @@ import (
 
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 // Config is the whole configuration. The yaml names are the config keys.
@@ -28,7 +29,11 @@ type Config struct {
 	Relay     relay.Settings `mapstructure:"relay" yaml:"relay"`
 	Retention Retention      `mapstructure:"retention" yaml:"retention"`
 	HTTP      HTTP           `mapstructure:"http" yaml:"http"`
-	Webhooks  Webhooks       `mapstructure:"webhooks" yaml:"webhooks"`
+	// Webhooks is the listener of provider webhooks (Resend's
+	// email.delivered, email.bounced, email.complained), apart from the
+	// metrics and health server so that only it faces the internet; owned
+	// by internal/webhook.
+	Webhooks webhook.Settings `mapstructure:"webhooks" yaml:"webhooks"`
 	// Suppression configures the suppression list.
 	Suppression Suppression `mapstructure:"suppression" yaml:"suppression"`
 	// Bounces configures SMTP's reports after the 250: VERP return paths
@@ -223,19 +228,6 @@ type HTTP struct {
 	// program's internals, and a CPU profile costs a few percent of CPU
 	// while it runs.
 	Pprof bool `mapstructure:"pprof" yaml:"pprof"`
-}
-
-// Webhooks configures the listener of provider webhooks (Resend's
-// email.delivered, email.bounced, email.complained), apart from the
-// metrics and health server so that only it faces the internet.
-type Webhooks struct {
-	// Addr is its host:port; "" (the default) turns it off.
-	Addr string `mapstructure:"addr" yaml:"addr"`
-	// ResendSecret is the signing secret of the Resend webhook endpoint,
-	// "whsec_" and base64, as Resend shows it; required with Addr.
-	ResendSecret Secret `mapstructure:"resend_secret" yaml:"resend_secret"`
-	// ResendSecretFile, when set, is read for ResendSecret.
-	ResendSecretFile string `mapstructure:"resend_secret_file" yaml:"resend_secret_file"`
 }
 
 // Bounces configures what SMTP says after the 250 (internal/bounce).

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -215,26 +214,13 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	}
 }
 
-// validateWebhooks checks webhooks.*: an address like http.addr's but
-// another port, and with it the Resend signing secret, "whsec_" followed
-// by base64 (a message never shows the secret).
+// validateWebhooks checks webhooks.* (webhook.Settings.Check) and that
+// the listener is not http.addr's.
 func (c *Config) validateWebhooks(bad func(string, string, ...any)) {
 	w := c.Webhooks
-	if w.Addr != "" {
-		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {
-			bad("webhooks.addr", "must be host:port or :port, got %q", w.Addr)
-		} else if sameListener(w.Addr, c.HTTP.Addr) {
-			bad("webhooks.addr", "(%q) must differ from http.addr (%q): webhooks get a listener of their own", w.Addr, c.HTTP.Addr)
-		}
-		if w.ResendSecret == "" {
-			bad("webhooks.resend_secret", "is required with webhooks.addr: the signing secret of the Resend webhook endpoint, whsec_... (or set webhooks.resend_secret_file, or MAILSVC_WEBHOOKS_RESEND_SECRET)")
-		}
-	}
-	if w.ResendSecret != "" {
-		key, ok := strings.CutPrefix(w.ResendSecret.Reveal(), "whsec_")
-		if b, err := base64.StdEncoding.DecodeString(key); !ok || err != nil || len(b) == 0 {
-			bad("webhooks.resend_secret", "must be whsec_ followed by base64, as Resend shows the endpoint's signing secret")
-		}
+	w.Check(bad)
+	if _, port, err := net.SplitHostPort(w.Addr); w.Addr != "" && err == nil && port != "" && sameListener(w.Addr, c.HTTP.Addr) {
+		bad("webhooks.addr", "(%q) must differ from http.addr (%q): webhooks get a listener of their own", w.Addr, c.HTTP.Addr)
 	}
 }
 
