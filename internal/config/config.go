@@ -2,6 +2,13 @@
 // defaults, then a YAML file, then MAILSVC_* environment variables (key
 // "a.b_c" is MAILSVC_A_B_C). It is the only package that imports viper.
 // configs/mailsvc.yaml documents every key.
+//
+// A component owns the section of its keys: their type (whose mapstructure
+// and yaml names are the keys), their defaults and their rules
+// (sender.Settings, relay.Settings, webhook.Settings; the consumer's
+// amqp.* keys through consumer.Config.Check). This package decodes into
+// those types, builds its table of defaults from them (defaultConfig),
+// and checks its own sections and the rules that span sections.
 package config
 
 import (
