@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mailsvc/mailsvc/internal/attach"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
 	"github.com/mailsvc/mailsvc/internal/webhook"
@@ -29,9 +30,9 @@ type Config struct {
 	SMTP   SMTP            `mapstructure:"smtp" yaml:"smtp"`
 	Resend Resend          `mapstructure:"resend" yaml:"resend"`
 	Mail   Mail            `mapstructure:"mail" yaml:"mail"`
-	// Attachments configures the fetch of files by reference
-	// (attachments.go).
-	Attachments Attachments `mapstructure:"attachments" yaml:"attachments"`
+	// Attachments configures the fetch of files by reference; owned by
+	// internal/attach.
+	Attachments attach.Settings `mapstructure:"attachments" yaml:"attachments"`
 	// Relay is the outbox relay's section, owned by internal/relay.
 	Relay     relay.Settings `mapstructure:"relay" yaml:"relay"`
 	Retention Retention      `mapstructure:"retention" yaml:"retention"`

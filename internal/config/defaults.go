@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/mailsvc/mailsvc/internal/attach"
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
@@ -41,7 +42,7 @@ const DefaultDeliveryConfirmAfter = time.Hour
 // defaultConfig is the configuration before any file or variable: the
 // default of every key, each written once. The sections a component owns
 // take the component's defaults (sender.DefaultSettings,
-// relay.DefaultSettings, the consumer's Default* constants); the others
+// relay.DefaultSettings, attach.DefaultSettings, the consumer's Default* constants); the others
 // are written here.
 func defaultConfig() Config {
 	return Config{
@@ -77,13 +78,10 @@ func defaultConfig() Config {
 			DeliveryConfirmAfter: DefaultDeliveryConfirmAfter,
 			MaxAttachmentBytes:   DefaultMaxAttachmentBytes,
 		},
-		Attachments: Attachments{
-			Concurrency: 4, Timeout: time.Minute, MinRate: 4096, ProgressWindow: 10 * time.Second,
-			RetryBackoff: 10 * time.Second, RetryBackoffMax: 10 * time.Minute, PollInterval: time.Second,
-		},
-		Relay:     relay.DefaultSettings(),
-		Retention: Retention{Window: 336 * time.Hour},
-		HTTP:      HTTP{Addr: ":8080"},
+		Attachments: attach.DefaultSettings(),
+		Relay:       relay.DefaultSettings(),
+		Retention:   Retention{Window: 336 * time.Hour},
+		HTTP:        HTTP{Addr: ":8080"},
 		Suppression: Suppression{
 			Scope:            "deployment",
 			SMTPCodes:        []string{"5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10", "5.2.1"},
