@@ -4,7 +4,9 @@ import (
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/attach"
+	"github.com/mailsvc/mailsvc/internal/bounce"
 	"github.com/mailsvc/mailsvc/internal/broker"
+	"github.com/mailsvc/mailsvc/internal/console"
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
@@ -87,11 +89,12 @@ func defaultConfig() Config {
 			SMTPCodes:        []string{"5.1.1", "5.1.2", "5.1.3", "5.1.6", "5.1.10", "5.2.1"},
 			TransientBounces: 3, TransientWindow: 7 * 24 * time.Hour, TransientExpiry: 14 * 24 * time.Hour,
 		},
-		Bounces:   Bounces{MaxMessageBytes: 1 << 20, Notify: "SUCCESS,FAILURE,DELAY", IMAPInterval: time.Minute},
+		Bounces: Bounces{MaxMessageBytes: bounce.DefaultMaxMessageBytes, Notify: "SUCCESS,FAILURE,DELAY",
+			IMAPInterval: bounce.DefaultIMAPInterval},
 		Templates: Templates{DefaultLocale: "vi", TimeZone: "Asia/Ho_Chi_Minh"},
 		Log:       Log{Level: "info", MailOutcomes: "info"},
 		Serve:     Serve{Roles: []string{RoleConsumer, RoleSender, RoleRelay}},
-		Console:   Console{SessionTTL: 8 * time.Hour, TrustedProxyDefaultRole: ConsoleViewer},
+		Console:   Console{SessionTTL: console.DefaultSessionTTL, TrustedProxyDefaultRole: ConsoleViewer},
 	}
 }
 
