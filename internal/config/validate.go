@@ -278,12 +278,6 @@ func sameListener(a, b string) bool {
 	return err == nil && pa == pb && pa != "0" && (ha == hb || ha == "" || hb == "")
 }
 
-func positive(bad func(string, string, ...any), key string, n int) {
-	if n <= 0 {
-		bad(key, "must be positive, got %d", n)
-	}
-}
-
 // notVisibleASCII reports whether r is outside printable ASCII without
 // space (RFC 5322 VCHAR, 33-126): such a character cannot travel in an
 // HTTP or mail header unencoded.
