@@ -26,13 +26,6 @@ func (w *wiring) buildAttach() ([]named, error) {
 		}
 		tlsCfg.RootCAs = pool
 	}
-	st := attach.NewStage(attach.Config{
-		Fetch: attach.FetchConfig{
-			Policy: attach.Policy{AllowedHosts: a.AllowedHosts, AllowPrivate: a.AllowPrivate},
-			TLS:    tlsCfg, Timeout: a.Timeout, MinRate: a.MinRate, ProgressWindow: a.ProgressWindow,
-		},
-		Concurrency: a.Concurrency, RetryBackoff: a.RetryBackoff, RetryBackoffMax: a.RetryBackoffMax,
-		PollInterval: a.PollInterval, MaxEventAge: w.cfg.Mail.MaxEventAge,
-	}, w.store, m, w.log)
+	st := attach.NewStage(a.Config(tlsCfg, w.cfg.Mail.MaxEventAge), w.store, m, w.log)
 	return []named{{name: "attach", c: st}}, nil
 }

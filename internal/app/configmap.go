@@ -12,7 +12,6 @@ import (
 	"github.com/mailsvc/mailsvc/internal/broker"
 	"github.com/mailsvc/mailsvc/internal/config"
 	"github.com/mailsvc/mailsvc/internal/consumer"
-	"github.com/mailsvc/mailsvc/internal/mailtype"
 	"github.com/mailsvc/mailsvc/internal/queuestats"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
@@ -23,58 +22,26 @@ import (
 	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
-// This file is the one place where the keys of configs/mailsvc.yaml
-// (internal/config) become the components' own Config structs. Components
-// never import internal/config (.golangci.yml, depguard); each owns its
-// Config and fills the fields that have no key with its WithDefaults.
-// TestDocumentedDefaultsAreEffective holds the documented defaults of the
-// file equal to what the components run with.
+// This file wires the configuration (internal/config) into the
+// components' own Config structs. A component owns the keys of its section
+// (their type, defaults and rules: sender.Settings, relay.Settings, the
+// consumer's Config.Check), and maps them onto its Config itself
+// (Settings.Config, config.Config.Consumer); what is left here are the
+// fields that come from other sections. Components never import
+// internal/config (.golangci.yml, depguard).
 
-// ConsumerConfig is the consumer's part of cfg: amqp.url and amqp.tls_*,
-// the amqp.* keys of the input topology, and mail.*. IdempotencyNamespace is the key's raw value;
-// serve replaces it with the resolved one (store.IdempotencyNamespace).
-func ConsumerConfig(cfg *config.Config) consumer.Config {
-	a := cfg.AMQP
-	return consumer.Config{
-		URL: a.URL.Reveal(), TLS: cfg.AMQPTLS(), ConnectionName: "mailsvc-consumer",
-		InputExchange: a.InputExchange, Queue: a.Queue, BindingKeys: a.BindingKeys,
-		DeadLetterExchange: a.DeadLetterExchange, DeadLetterQueue: a.DeadLetterQueue,
-		DeclareTopology: a.DeclareTopology, Prefetch: a.Prefetch, BatchSize: a.BatchSize,
-		DeliveryLimit: a.DeliveryLimit, MaxMessageBytes: a.MaxMessageBytes,
-		MaxQueueLength: a.MaxQueueLength, MaxDeadLetterQueueLength: a.MaxDeadLetterQueueLength,
-		LimitsByPolicy: a.QueueLimits == "policy",
-		MaxEventAge:    cfg.Mail.MaxEventAge, MailFrom: cfg.Mail.From, MailReplyTo: cfg.Mail.ReplyTo,
-		IdempotencyNamespace: cfg.Mail.IdempotencyNamespace,
-		Attachments:          consumer.AttachmentRules{Enabled: cfg.Attachments.Enabled(), MaxBytes: cfg.Mail.MaxAttachmentBytes},
-		ReconnectBackoff:     a.ReconnectBackoff, ReconnectBackoffMax: a.ReconnectBackoffMax,
-	}
-}
+// ConsumerConfig is the consumer's part of cfg (config.Config.Consumer).
+func ConsumerConfig(cfg *config.Config) consumer.Config { return cfg.Consumer() }
 
-// senderConfig is the pool's part of cfg: sender.*, the providers' rate
+// senderConfig is the pool's part of cfg: sender.* (sender.Settings), the providers' rate
 // limits (smtp.rate_limit, resend.rate_limit), mail.from,
 // mail.max_event_age, log.mail_outcomes, and the secrets no error text
 // may carry.
 func senderConfig(c *config.Config) sender.Config {
-	s := c.Sender
-	cfg := sender.Config{
-		Workers: s.Workers, BatchSize: s.BatchSize, Lease: s.Lease, SendTimeout: s.SendTimeout,
-		MaxAttempts: s.MaxAttempts, AmbiguousPolicy: mailtype.AmbiguousPolicy(s.AmbiguousPolicy),
-		RetryBackoff: s.RetryBackoff, RetryBackoffMax: s.RetryBackoffMax, RateLimit: s.RateLimit,
-		PollInterval: s.PollInterval, ShutdownTimeout: s.ShutdownTimeout, From: c.Mail.From,
-		AmbiguousRetries: s.AmbiguousRetries, Secrets: secretsOf(c), MaxEventAge: c.Mail.MaxEventAge,
-		OutcomeLevel:     outcomeLevel(c.Log.MailOutcomes),
-		RateLimits:       map[string]float64{"smtp": c.SMTP.RateLimit, "resend": c.Resend.RateLimit},
-		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
-		SuppressCodes:     c.Suppression.SMTPCodes,
-		SlowSendThreshold: s.SlowSendThreshold, SlowSendWindow: s.SlowSendWindow, SlowSendConcurrency: s.SlowSendConcurrency,
-		PriorityWeight: s.PriorityWeight,
-	}
-	if s.SlowSendThreshold == 0 {
-		cfg.SlowSendThreshold = sender.NoSlowSendGuard
-	}
-	if s.AmbiguousRetries == 0 {
-		cfg.AmbiguousRetries = sender.NoAmbiguousRetries
-	}
+	cfg := c.Sender.Config()
+	cfg.From, cfg.MaxEventAge, cfg.OutcomeLevel = c.Mail.From, c.Mail.MaxEventAge, outcomeLevel(c.Log.MailOutcomes)
+	cfg.Secrets, cfg.SuppressCodes = secretsOf(c), c.Suppression.SMTPCodes
+	cfg.RateLimits = map[string]float64{"smtp": c.SMTP.RateLimit, "resend": c.Resend.RateLimit}
 	return cfg
 }
 
@@ -131,34 +98,25 @@ func BrokerConfig(c *config.Config, name string) broker.Config {
 	}
 }
 
-// relayConfig is the relay's part of cfg: relay.* keys (relay.unroutable_window too),
+// relayConfig is the relay's part of cfg: relay.* keys (relay.Settings),
 // amqp.events_exchange, amqp.events_queue and amqp.declare_topology, the
 // broker reconnect backoff, and retention.window for published rows.
 // Fields without a config key keep the relay's defaults.
 func relayConfig(c *config.Config) relay.Config {
-	return relay.Config{
-		AMQP:             BrokerConfig(c, "mailsvc-relay"),
-		Exchange:         c.AMQP.EventsExchange,
-		DeclareExchange:  c.AMQP.DeclareTopology,
-		EventsQueue:      c.AMQP.EventsQueue,
-		BatchSize:        c.Relay.BatchSize,
-		PollInterval:     c.Relay.PollInterval,
-		ConfirmTimeout:   c.Relay.ConfirmTimeout,
-		MaxAttempts:      c.Relay.MaxAttempts,
-		DisableListen:    !c.Relay.Listen,
-		Lease:            c.Relay.Lease,
-		LeaseRenew:       c.Relay.LeaseRenew,
-		LeaseRetry:       c.Relay.LeaseRetry,
-		RetentionWindow:  c.Retention.Window,
-		UnroutableWindow: c.Relay.UnroutableWindow,
-	}
+	rc := c.Relay.Config()
+	rc.AMQP = BrokerConfig(c, "mailsvc-relay")
+	rc.Exchange, rc.DeclareExchange, rc.EventsQueue = c.AMQP.EventsExchange, c.AMQP.DeclareTopology, c.AMQP.EventsQueue
+	rc.RetentionWindow = c.Retention.Window
+	return rc
 }
 
 // webhookConfig is the webhook server's part of cfg: webhooks.addr,
 // webhooks.resend_secret and retention.window (how long webhook ids are
 // remembered). Fields without a key keep the server's defaults.
 func webhookConfig(c *config.Config) webhook.Config {
-	return webhook.Config{Addr: c.Webhooks.Addr, ResendSecret: c.Webhooks.ResendSecret, RetentionWindow: c.Retention.Window}
+	wc := c.Webhooks.Config()
+	wc.RetentionWindow = c.Retention.Window
+	return wc
 }
 
 // queueStatsConfig is the queue reader's part of cfg: amqp.url, amqp.queue,

@@ -54,10 +54,10 @@ type Poller struct {
 // user and password.
 func NewPoller(cfg PollerConfig, deps Deps) (*Poller, error) {
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Minute
+		cfg.Interval = DefaultIMAPInterval
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 1 << 20
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Minute

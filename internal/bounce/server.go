@@ -74,7 +74,7 @@ func (c Config) WithDefaults() Config {
 		c.SessionTimeout = 2 * time.Minute
 	}
 	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = 1 << 20
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 30 * time.Second

@@ -2,28 +2,46 @@
 // defaults, then a YAML file, then MAILSVC_* environment variables (key
 // "a.b_c" is MAILSVC_A_B_C). It is the only package that imports viper.
 // configs/mailsvc.yaml documents every key.
+//
+// A component owns the section of its keys: their type (whose mapstructure
+// and yaml names are the keys), their defaults and their rules
+// (sender.Settings, relay.Settings, webhook.Settings; the consumer's
+// amqp.* keys through consumer.Config.Check). This package decodes into
+// those types, builds its table of defaults from them (defaultConfig),
+// and checks its own sections and the rules that span sections.
 package config
 
 import (
 	"slices"
 	"time"
+
+	"github.com/mailsvc/mailsvc/internal/attach"
+	"github.com/mailsvc/mailsvc/internal/relay"
+	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 // Config is the whole configuration. The yaml names are the config keys.
 type Config struct {
 	Database Database `mapstructure:"database" yaml:"database"`
 	AMQP     AMQP     `mapstructure:"amqp" yaml:"amqp"`
-	Sender   Sender   `mapstructure:"sender" yaml:"sender"`
-	SMTP     SMTP     `mapstructure:"smtp" yaml:"smtp"`
-	Resend   Resend   `mapstructure:"resend" yaml:"resend"`
-	Mail     Mail     `mapstructure:"mail" yaml:"mail"`
-	// Attachments configures the fetch of files by reference
-	// (attachments.go).
-	Attachments Attachments `mapstructure:"attachments" yaml:"attachments"`
-	Relay       Relay       `mapstructure:"relay" yaml:"relay"`
-	Retention   Retention   `mapstructure:"retention" yaml:"retention"`
-	HTTP        HTTP        `mapstructure:"http" yaml:"http"`
-	Webhooks    Webhooks    `mapstructure:"webhooks" yaml:"webhooks"`
+	// Sender is the sender pool's section, owned by internal/sender.
+	Sender sender.Settings `mapstructure:"sender" yaml:"sender"`
+	SMTP   SMTP            `mapstructure:"smtp" yaml:"smtp"`
+	Resend Resend          `mapstructure:"resend" yaml:"resend"`
+	Mail   Mail            `mapstructure:"mail" yaml:"mail"`
+	// Attachments configures the fetch of files by reference; owned by
+	// internal/attach.
+	Attachments attach.Settings `mapstructure:"attachments" yaml:"attachments"`
+	// Relay is the outbox relay's section, owned by internal/relay.
+	Relay     relay.Settings `mapstructure:"relay" yaml:"relay"`
+	Retention Retention      `mapstructure:"retention" yaml:"retention"`
+	HTTP      HTTP           `mapstructure:"http" yaml:"http"`
+	// Webhooks is the listener of provider webhooks (Resend's
+	// email.delivered, email.bounced, email.complained), apart from the
+	// metrics and health server so that only it faces the internet; owned
+	// by internal/webhook.
+	Webhooks webhook.Settings `mapstructure:"webhooks" yaml:"webhooks"`
 	// Suppression configures the suppression list.
 	Suppression Suppression `mapstructure:"suppression" yaml:"suppression"`
 	// Bounces configures SMTP's reports after the 250: VERP return paths
@@ -121,75 +139,6 @@ type AMQP struct {
 	ManagementURL URL `mapstructure:"management_url" yaml:"management_url"`
 }
 
-// Sender configures the sender pool.
-type Sender struct {
-	// Provider is "smtp" or "resend".
-	Provider string `mapstructure:"provider" yaml:"provider"`
-	// Workers is the number of concurrent send workers, each with its own
-	// provider session (one SMTP connection each). It bounds the group
-	// commit too: a worker waits for its outcome to commit before its next
-	// send, so one transaction records at most Workers outcomes. More
-	// than the relay's limit of connections per client costs attempts: a
-	// refused connection is a failed send.
-	Workers int `mapstructure:"workers" yaml:"workers"`
-	// BatchSize is the most rows one claim takes.
-	BatchSize int `mapstructure:"batch_size" yaml:"batch_size"`
-	// Lease is how long a claim owns a row; it must exceed SendTimeout by
-	// at least LeaseMargin.
-	Lease time.Duration `mapstructure:"lease" yaml:"lease"`
-	// SendTimeout is the hard deadline around one whole provider call.
-	SendTimeout time.Duration `mapstructure:"send_timeout" yaml:"send_timeout"`
-	// MaxAttempts is the number of sends started before a mail fails; a
-	// claim that never handed the mail to the provider spends none.
-	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
-	// AmbiguousPolicy is "retry" or "unknown"; templates may override it.
-	AmbiguousPolicy string `mapstructure:"ambiguous_policy" yaml:"ambiguous_policy"`
-	// AmbiguousRetries is how many resends the retry policy allows after
-	// ambiguous outcomes of one mail; the next ambiguous outcome ends
-	// unknown. Not applied where a resend cannot duplicate (Resend within
-	// its 24 h key window, an SMTP relay honouring smtp.idempotency_header).
-	AmbiguousRetries int `mapstructure:"ambiguous_retries" yaml:"ambiguous_retries"`
-	// RetryBackoff and RetryBackoffMax are the first and largest delay
-	// between attempts (exponential, with jitter).
-	RetryBackoff    time.Duration `mapstructure:"retry_backoff" yaml:"retry_backoff"`
-	RetryBackoffMax time.Duration `mapstructure:"retry_backoff_max" yaml:"retry_backoff_max"`
-	// RateLimit is the most provider calls per second across this
-	// process's workers; 0 means no limit.
-	RateLimit float64 `mapstructure:"rate_limit" yaml:"rate_limit"`
-	// PollInterval is how often idle workers look for due rows when no
-	// in-process wake-up arrives.
-	PollInterval time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
-	// ShutdownTimeout is how long in-flight sends may finish on SIGTERM.
-	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
-	// FallbackProvider is "" (none), or the other provider ("smtp" or
-	// "resend", configured in its own section): it takes a mail only when
-	// the primary failed in a way that proves nothing was sent, or while
-	// the primary's quota is used up or its breaker is open.
-	FallbackProvider string `mapstructure:"fallback_provider" yaml:"fallback_provider"`
-	// BreakerThreshold is how many configuration failures in a row, across
-	// every replica, open a provider's circuit breaker.
-	BreakerThreshold int `mapstructure:"breaker_threshold" yaml:"breaker_threshold"`
-	// BreakerProbeInterval is the time between two probe sends while a
-	// breaker is open.
-	BreakerProbeInterval time.Duration `mapstructure:"breaker_probe_interval" yaml:"breaker_probe_interval"`
-	// QuotaProbeInterval is the time between two probe sends while a
-	// provider's sending quota is used up.
-	QuotaProbeInterval time.Duration `mapstructure:"quota_probe_interval" yaml:"quota_probe_interval"`
-	// SlowSendThreshold is the p90 of a provider's recent sends over which
-	// the latency guard counts it slow; 0 turns the guard off.
-	SlowSendThreshold time.Duration `mapstructure:"slow_send_threshold" yaml:"slow_send_threshold"`
-	// SlowSendWindow is how many recent sends of a provider the p90 is
-	// taken over.
-	SlowSendWindow int `mapstructure:"slow_send_window" yaml:"slow_send_window"`
-	// SlowSendConcurrency is the most sends at once to a slow provider; 0
-	// means a quarter of sender.workers (at least 1) with a fallback
-	// provider, and no limit without one.
-	SlowSendConcurrency int `mapstructure:"slow_send_concurrency" yaml:"slow_send_concurrency"`
-	// PriorityWeight is how many priority-lane mails the dispatcher takes
-	// per bulk mail while both lanes have due mails; 0 is strict priority.
-	PriorityWeight int `mapstructure:"priority_weight" yaml:"priority_weight"`
-}
-
 // SMTP configures the SMTP provider.
 type SMTP struct {
 	Host     string `mapstructure:"host" yaml:"host"`
@@ -269,29 +218,6 @@ type Mail struct {
 	MaxAttachmentBytes int64 `mapstructure:"max_attachment_bytes" yaml:"max_attachment_bytes"`
 }
 
-// Relay configures the outbox relay.
-type Relay struct {
-	BatchSize      int           `mapstructure:"batch_size" yaml:"batch_size"`
-	PollInterval   time.Duration `mapstructure:"poll_interval" yaml:"poll_interval"`
-	ConfirmTimeout time.Duration `mapstructure:"confirm_timeout" yaml:"confirm_timeout"`
-	// MaxAttempts is the publish attempts before a row is marked dead.
-	MaxAttempts int `mapstructure:"max_attempts" yaml:"max_attempts"`
-	// Listen turns on LISTEN/NOTIFY wake-ups (lower latency than polling);
-	// behind transaction pooling they never arrive, so turn it off there.
-	Listen bool `mapstructure:"listen" yaml:"listen"`
-	// Lease is how long the relay lease lasts after each renewal, on the
-	// database's clock: the longest the outbox waits for a vanished leader.
-	Lease time.Duration `mapstructure:"lease" yaml:"lease"`
-	// LeaseRenew is how often the leader renews the lease; at most Lease/3.
-	LeaseRenew time.Duration `mapstructure:"lease_renew" yaml:"lease_renew"`
-	// LeaseRetry is how often a standby replica tries to take the lease.
-	LeaseRetry time.Duration `mapstructure:"lease_retry" yaml:"lease_retry"`
-	// UnroutableWindow is how long an outbox row whose publish comes back
-	// unroutable (no queue bound for it on the events exchange) is retried
-	// before relay.max_attempts can make it dead.
-	UnroutableWindow time.Duration `mapstructure:"unroutable_window" yaml:"unroutable_window"`
-}
-
 // Retention configures how long finished rows are kept.
 type Retention struct {
 	// Window is the least time sent, failed and cancelled rows (and
@@ -310,19 +236,6 @@ type HTTP struct {
 	// program's internals, and a CPU profile costs a few percent of CPU
 	// while it runs.
 	Pprof bool `mapstructure:"pprof" yaml:"pprof"`
-}
-
-// Webhooks configures the listener of provider webhooks (Resend's
-// email.delivered, email.bounced, email.complained), apart from the
-// metrics and health server so that only it faces the internet.
-type Webhooks struct {
-	// Addr is its host:port; "" (the default) turns it off.
-	Addr string `mapstructure:"addr" yaml:"addr"`
-	// ResendSecret is the signing secret of the Resend webhook endpoint,
-	// "whsec_" and base64, as Resend shows it; required with Addr.
-	ResendSecret Secret `mapstructure:"resend_secret" yaml:"resend_secret"`
-	// ResendSecretFile, when set, is read for ResendSecret.
-	ResendSecretFile string `mapstructure:"resend_secret_file" yaml:"resend_secret_file"`
 }
 
 // Bounces configures what SMTP says after the 250 (internal/bounce).

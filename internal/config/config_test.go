@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mailsvc/mailsvc/internal/config"
+	"github.com/mailsvc/mailsvc/internal/webhook"
 )
 
 func envOf(kv map[string]string) func(string) (string, bool) {
@@ -144,7 +145,7 @@ func TestWebhooksConfig(t *testing.T) {
 	t.Parallel()
 	c, err := config.Load("", envOf(valid))
 	require.NoError(t, err)
-	require.Equal(t, config.Webhooks{}, c.Webhooks, "off by default")
+	require.Equal(t, webhook.Settings{}, c.Webhooks, "off by default")
 
 	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	for env, want := range map[string]string{

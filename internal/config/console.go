@@ -167,13 +167,16 @@ func (c *Config) validateTrustedProxy(bad func(string, string, ...any)) {
 	if k.TrustedProxyHeader != "" && len(k.TrustedProxyAddresses) == 0 {
 		bad("console.trusted_proxy_addresses", "is required with console.trusted_proxy_header: the header is believed only from the proxy's addresses")
 	}
-	for key, set := range map[string]bool{
-		"console.trusted_proxy_role_header":     k.TrustedProxyRoleHeader != "",
-		"console.trusted_proxy_operator_groups": len(k.TrustedProxyOperatorGroups) > 0,
-		"console.trusted_proxy_default_role":    k.TrustedProxyDefaultRole != "" && k.TrustedProxyDefaultRole != ConsoleViewer,
+	for _, s := range []struct {
+		key string
+		set bool
+	}{
+		{"console.trusted_proxy_role_header", k.TrustedProxyRoleHeader != ""},
+		{"console.trusted_proxy_operator_groups", len(k.TrustedProxyOperatorGroups) > 0},
+		{"console.trusted_proxy_default_role", k.TrustedProxyDefaultRole != "" && k.TrustedProxyDefaultRole != ConsoleViewer},
 	} {
-		if set && k.TrustedProxyHeader == "" {
-			bad(key, "is set, but console.trusted_proxy_header is not: it applies only to users the proxy's header names")
+		if s.set && k.TrustedProxyHeader == "" {
+			bad(s.key, "is set, but console.trusted_proxy_header is not: it applies only to users the proxy's header names")
 		}
 	}
 	for i, a := range k.TrustedProxyAddresses {

@@ -194,7 +194,7 @@ func pgParams(dsn string) (map[string]string, error) {
 		s = strings.TrimLeft(s[eq+1:], " \t\n")
 		val, rest, err := pgValue(s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v", key, err)
+			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		out[key], s = val, strings.TrimLeft(rest, " \t\n")
 	}

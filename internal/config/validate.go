@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +24,7 @@ func (c *Config) Validate() error {
 	c.validateConnections(bad)
 	c.validateTLS(bad)
 	c.validateSender(bad)
+	c.Relay.Check(bad)
 	c.validateDurations(bad)
 	c.validateWebhooks(bad)
 	c.validateBounces(bad)
@@ -67,10 +67,10 @@ func (c *Config) Validate() error {
 	if n := c.Suppression.TransientBounces; n < 0 || n > 1000 {
 		bad("suppression.transient_bounces", "must be 0 (off) or 1 to 1000, got %d", n)
 	}
-	for key, d := range map[string]time.Duration{"suppression.transient_window": c.Suppression.TransientWindow,
-		"suppression.transient_expiry": c.Suppression.TransientExpiry} {
-		if d > maxTransientDuration {
-			bad(key, "must be at most %s, got %s", maxTransientDuration, d)
+	for _, d := range []keyDuration{{"suppression.transient_window", c.Suppression.TransientWindow},
+		{"suppression.transient_expiry", c.Suppression.TransientExpiry}} {
+		if d.d > maxTransientDuration {
+			bad(d.key, "must be at most %s, got %s", maxTransientDuration, d.d)
 		}
 	}
 	for _, code := range c.Suppression.SMTPCodes {
@@ -106,24 +106,11 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 		// and the client would dial localhost as guest.
 		bad("amqp.url", "must be an amqp:// or amqps:// URL")
 	}
-	for key, name := range map[string]string{
-		"amqp.input_exchange": c.AMQP.InputExchange, "amqp.queue": c.AMQP.Queue,
-		"amqp.dead_letter_exchange": c.AMQP.DeadLetterExchange, "amqp.dead_letter_queue": c.AMQP.DeadLetterQueue,
-		"amqp.events_exchange": c.AMQP.EventsExchange,
-	} {
-		if name == "" {
-			bad(key, "must not be empty")
-		}
+	// The input topology, its limits and the batch: the consumer's rules.
+	c.Consumer().Check(bad)
+	if c.AMQP.EventsExchange == "" {
+		bad("amqp.events_exchange", "must not be empty")
 	}
-	if len(c.AMQP.BindingKeys) == 0 {
-		bad("amqp.binding_keys", "must name at least one routing key")
-	}
-	positive(bad, "amqp.prefetch", c.AMQP.Prefetch)
-	positive(bad, "amqp.batch_size", c.AMQP.BatchSize)
-	positive(bad, "amqp.delivery_limit", c.AMQP.DeliveryLimit)
-	positive(bad, "amqp.max_message_bytes", c.AMQP.MaxMessageBytes)
-	positive(bad, "amqp.max_queue_length", c.AMQP.MaxQueueLength)
-	positive(bad, "amqp.max_dead_letter_queue_length", c.AMQP.MaxDeadLetterQueueLength)
 	if c.AMQP.QueueLimits != "arguments" && c.AMQP.QueueLimits != "policy" {
 		bad("amqp.queue_limits", "must be arguments or policy, got %q", c.AMQP.QueueLimits)
 	}
@@ -132,43 +119,23 @@ func (c *Config) validateConnections(bad func(string, string, ...any)) {
 			bad("amqp.management_url", "must be an http(s) URL such as http://user:password@rabbitmq:15672/, or empty")
 		}
 	}
-	if c.AMQP.BatchSize > c.AMQP.Prefetch {
-		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.AMQP.BatchSize, c.AMQP.Prefetch)
-	}
 	if _, port, err := net.SplitHostPort(c.HTTP.Addr); err != nil || port == "" {
 		bad("http.addr", "must be host:port or :port, got %q", c.HTTP.Addr)
 	}
-	positive(bad, "relay.batch_size", c.Relay.BatchSize)
-	positive(bad, "relay.max_attempts", c.Relay.MaxAttempts)
 }
 
+// validateSender checks the sender.* keys (the pool's own rules,
+// sender.Settings.Check), the sections of the providers they choose, and
+// the providers' own keys.
 func (c *Config) validateSender(bad func(string, string, ...any)) {
 	s := c.Sender
-	switch s.Provider {
-	case "smtp", "resend":
+	c.Sender.Check(bad)
+	if s.Provider == "smtp" || s.Provider == "resend" {
 		c.validateProvider(bad, s.Provider, "sender.provider")
-	default:
-		bad("sender.provider", "must be smtp or resend, got %q", s.Provider)
 	}
-	switch s.FallbackProvider {
-	case "":
-	case s.Provider:
-		bad("sender.fallback_provider", "must differ from sender.provider (%s), or be empty", s.Provider)
-	case "smtp", "resend":
+	if s.FallbackProvider != s.Provider && (s.FallbackProvider == "smtp" || s.FallbackProvider == "resend") {
 		c.validateProvider(bad, s.FallbackProvider, "sender.fallback_provider")
-	default:
-		bad("sender.fallback_provider", "must be smtp, resend or empty, got %q", s.FallbackProvider)
 	}
-	if s.BreakerThreshold < 1 {
-		bad("sender.breaker_threshold", "must be at least 1, got %d", s.BreakerThreshold)
-	}
-	for key, d := range map[string]time.Duration{"sender.breaker_probe_interval": s.BreakerProbeInterval,
-		"sender.quota_probe_interval": s.QuotaProbeInterval} {
-		if d <= 0 {
-			bad(key, "must be a positive duration, got %s", d)
-		}
-	}
-	c.validateLatencyGuard(bad)
 	if c.SMTP.RateLimit < 0 {
 		bad("smtp.rate_limit", "must be >= 0 (0 means no limit)")
 	}
@@ -179,18 +146,6 @@ func (c *Config) validateSender(bad func(string, string, ...any)) {
 	case "starttls", "implicit", "opportunistic", "none":
 	default:
 		bad("smtp.tls", "must be starttls, implicit, opportunistic or none, got %q", c.SMTP.TLS)
-	}
-	if s.AmbiguousPolicy != "retry" && s.AmbiguousPolicy != "unknown" {
-		bad("sender.ambiguous_policy", "must be retry or unknown, got %q", s.AmbiguousPolicy)
-	}
-	positive(bad, "sender.workers", s.Workers)
-	positive(bad, "sender.batch_size", s.BatchSize)
-	positive(bad, "sender.max_attempts", s.MaxAttempts)
-	if s.AmbiguousRetries < 0 {
-		bad("sender.ambiguous_retries", "must be >= 0, got %d", s.AmbiguousRetries)
-	}
-	if s.RateLimit < 0 {
-		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
 	}
 }
 
@@ -215,32 +170,26 @@ func (c *Config) validateProvider(bad func(string, string, ...any), name, by str
 	}
 }
 
+// keyDuration is a duration key and its value, for checks that run over
+// several keys in a fixed order.
+type keyDuration struct {
+	key string
+	d   time.Duration
+}
+
+// validateDurations checks the duration keys of the sections config owns,
+// and the rules between durations of different sections.
 func (c *Config) validateDurations(bad func(string, string, ...any)) {
-	s := c.Sender
-	for key, d := range map[string]time.Duration{
-		"sender.send_timeout": s.SendTimeout, "sender.lease": s.Lease,
-		"sender.retry_backoff": s.RetryBackoff, "sender.retry_backoff_max": s.RetryBackoffMax,
-		"sender.poll_interval": s.PollInterval, "sender.shutdown_timeout": s.ShutdownTimeout,
-		"mail.max_event_age": c.Mail.MaxEventAge, "retention.window": c.Retention.Window,
-		"mail.recipient_limit_window":  c.Mail.RecipientLimitWindow,
-		"suppression.transient_window": c.Suppression.TransientWindow, "suppression.transient_expiry": c.Suppression.TransientExpiry,
-		"relay.poll_interval": c.Relay.PollInterval, "relay.confirm_timeout": c.Relay.ConfirmTimeout,
-		"relay.lease": c.Relay.Lease, "relay.lease_renew": c.Relay.LeaseRenew, "relay.lease_retry": c.Relay.LeaseRetry,
-		"relay.unroutable_window": c.Relay.UnroutableWindow,
-		"amqp.reconnect_backoff":  c.AMQP.ReconnectBackoff, "amqp.reconnect_backoff_max": c.AMQP.ReconnectBackoffMax,
+	for _, d := range []keyDuration{
+		{"mail.max_event_age", c.Mail.MaxEventAge}, {"retention.window", c.Retention.Window},
+		{"mail.recipient_limit_window", c.Mail.RecipientLimitWindow},
+		{"suppression.transient_window", c.Suppression.TransientWindow},
+		{"suppression.transient_expiry", c.Suppression.TransientExpiry},
+		{"amqp.reconnect_backoff", c.AMQP.ReconnectBackoff}, {"amqp.reconnect_backoff_max", c.AMQP.ReconnectBackoffMax},
 	} {
-		if d <= 0 {
-			bad(key, "must be a positive duration, got %s", d)
+		if d.d <= 0 {
+			bad(d.key, "must be a positive duration, got %s", d.d)
 		}
-	}
-	if s.Lease < s.SendTimeout+LeaseMargin {
-		bad("sender.lease", "(%s) must exceed sender.send_timeout (%s) by at least %s", s.Lease, s.SendTimeout, LeaseMargin)
-	}
-	if c.Relay.LeaseRenew > 0 && c.Relay.Lease < 3*c.Relay.LeaseRenew {
-		bad("relay.lease_renew", "(%s) must be at most a third of relay.lease (%s): the leader needs two renewal periods of slack before the lease can expire", c.Relay.LeaseRenew, c.Relay.Lease)
-	}
-	if s.RetryBackoffMax < s.RetryBackoff {
-		bad("sender.retry_backoff_max", "(%s) must be at least sender.retry_backoff (%s)", s.RetryBackoffMax, s.RetryBackoff)
 	}
 	if c.AMQP.ReconnectBackoffMax < c.AMQP.ReconnectBackoff {
 		bad("amqp.reconnect_backoff_max", "must be at least amqp.reconnect_backoff")
@@ -265,26 +214,13 @@ func (c *Config) validateDurations(bad func(string, string, ...any)) {
 	}
 }
 
-// validateWebhooks checks webhooks.*: an address like http.addr's but
-// another port, and with it the Resend signing secret, "whsec_" followed
-// by base64 (a message never shows the secret).
+// validateWebhooks checks webhooks.* (webhook.Settings.Check) and that
+// the listener is not http.addr's.
 func (c *Config) validateWebhooks(bad func(string, string, ...any)) {
 	w := c.Webhooks
-	if w.Addr != "" {
-		if _, port, err := net.SplitHostPort(w.Addr); err != nil || port == "" {
-			bad("webhooks.addr", "must be host:port or :port, got %q", w.Addr)
-		} else if sameListener(w.Addr, c.HTTP.Addr) {
-			bad("webhooks.addr", "(%q) must differ from http.addr (%q): webhooks get a listener of their own", w.Addr, c.HTTP.Addr)
-		}
-		if w.ResendSecret == "" {
-			bad("webhooks.resend_secret", "is required with webhooks.addr: the signing secret of the Resend webhook endpoint, whsec_... (or set webhooks.resend_secret_file, or MAILSVC_WEBHOOKS_RESEND_SECRET)")
-		}
-	}
-	if w.ResendSecret != "" {
-		key, ok := strings.CutPrefix(w.ResendSecret.Reveal(), "whsec_")
-		if b, err := base64.StdEncoding.DecodeString(key); !ok || err != nil || len(b) == 0 {
-			bad("webhooks.resend_secret", "must be whsec_ followed by base64, as Resend shows the endpoint's signing secret")
-		}
+	w.Check(bad)
+	if _, port, err := net.SplitHostPort(w.Addr); w.Addr != "" && err == nil && port != "" && sameListener(w.Addr, c.HTTP.Addr) {
+		bad("webhooks.addr", "(%q) must differ from http.addr (%q): webhooks get a listener of their own", w.Addr, c.HTTP.Addr)
 	}
 }
 
@@ -342,12 +278,6 @@ func sameListener(a, b string) bool {
 	return err == nil && pa == pb && pa != "0" && (ha == hb || ha == "" || hb == "")
 }
 
-func positive(bad func(string, string, ...any), key string, n int) {
-	if n <= 0 {
-		bad(key, "must be positive, got %d", n)
-	}
-}
-
 // notVisibleASCII reports whether r is outside printable ASCII without
 // space (RFC 5322 VCHAR, 33-126): such a character cannot travel in an
 // HTTP or mail header unencoded.
@@ -392,23 +322,5 @@ func (c *Config) validateDatabase(bad func(string, string, ...any)) {
 		if u, err := url.Parse(db); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 			bad("database.url", "must be a postgres:// URL or a key=value connection string")
 		}
-	}
-}
-
-// validateLatencyGuard checks the keys of the latency guard
-// (docs/design.md, "The latency guard").
-func (c *Config) validateLatencyGuard(bad func(string, string, ...any)) {
-	s := c.Sender
-	if s.SlowSendThreshold < 0 {
-		bad("sender.slow_send_threshold", "must be >= 0 (0 means no latency guard), got %s", s.SlowSendThreshold)
-	}
-	if s.SlowSendWindow < 1 || s.SlowSendWindow > 1000 {
-		bad("sender.slow_send_window", "must be between 1 and 1000 sends, got %d", s.SlowSendWindow)
-	}
-	if s.SlowSendConcurrency < 0 {
-		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of sender.workers with a fallback provider, no limit without one), got %d", s.SlowSendConcurrency)
-	}
-	if s.PriorityWeight < 0 || s.PriorityWeight > 100 {
-		bad("sender.priority_weight", "must be between 0 (strict priority) and 100 priority mails per bulk mail, got %d", s.PriorityWeight)
 	}
 }

@@ -132,7 +132,7 @@ type Console struct {
 // (Server does). An invalid Config (a short secret) is an error.
 func New(cfg Config, deps Deps) (*Console, error) {
 	if cfg.SessionTTL == 0 {
-		cfg.SessionTTL = 8 * time.Hour
+		cfg.SessionTTL = DefaultSessionTTL
 	}
 	if cfg.LoginRate == 0 {
 		cfg.LoginRate = 10

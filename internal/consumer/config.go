@@ -114,16 +114,28 @@ const (
 	DefaultMaxDeadLetterQueueLength = 100_000
 )
 
+// The defaults of the consumer's other keyed fields, written once: the
+// defaults of amqp.prefetch, amqp.batch_size, amqp.delivery_limit (RabbitMQ
+// 4.x's own), amqp.max_message_bytes and mail.max_event_age, which
+// internal/config's table takes from here.
+const (
+	DefaultPrefetch        = 200
+	DefaultBatchSize       = 100
+	DefaultDeliveryLimit   = 20
+	DefaultMaxMessageBytes = 262144
+	DefaultMaxEventAge     = 24 * time.Hour
+)
+
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	setInt(&c.Prefetch, 200)
-	setInt(&c.BatchSize, min(100, c.Prefetch))
+	setInt(&c.Prefetch, DefaultPrefetch)
+	setInt(&c.BatchSize, min(DefaultBatchSize, c.Prefetch))
 	setInt(&c.MaxInFlight, 2)
-	setInt(&c.DeliveryLimit, 20)
+	setInt(&c.DeliveryLimit, DefaultDeliveryLimit)
 	setInt(&c.MaxQueueLength, DefaultMaxQueueLength)
 	setInt(&c.MaxDeadLetterQueueLength, DefaultMaxDeadLetterQueueLength)
-	setInt(&c.MaxMessageBytes, 262144)
-	setDuration(&c.MaxEventAge, 24*time.Hour)
+	setInt(&c.MaxMessageBytes, DefaultMaxMessageBytes)
+	setDuration(&c.MaxEventAge, DefaultMaxEventAge)
 	setDuration(&c.ReconnectBackoff, broker.DefaultBackoff)
 	setDuration(&c.ReconnectBackoffMax, broker.DefaultBackoffMax)
 	setDuration(&c.RetryBackoff, 100*time.Millisecond)
@@ -137,27 +149,58 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every invalid field at once (errors.Join).
+// Report receives one violation of a configuration rule: the full key
+// it is about and the message (a format and its arguments).
+type Report func(key, format string, args ...any)
+
+// Validate reports every invalid field at once (errors.Join): an empty
+// URL, then Check's rules in their order.
 func (c Config) Validate() error {
 	var errs []error
-	for name, v := range map[string]string{
-		"URL": c.URL, "InputExchange": c.InputExchange, "Queue": c.Queue,
-		"DeadLetterExchange": c.DeadLetterExchange, "DeadLetterQueue": c.DeadLetterQueue,
+	if c.URL == "" {
+		errs = append(errs, errors.New("amqp.url: must not be empty"))
+	}
+	c.Check(func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	})
+	return errors.Join(errs...)
+}
+
+// Check reports every rule of the consumer's keys (amqp.*: the input
+// topology, its limits and the batch) that c breaks, in a fixed order,
+// each under its full key. The daemon's configuration check runs it on
+// the Config the keys map to, before any default fills a zero; the
+// broker URL's form is checked there, with the other connections.
+func (c Config) Check(bad Report) {
+	for _, n := range []struct{ key, v string }{
+		{"amqp.input_exchange", c.InputExchange}, {"amqp.queue", c.Queue},
+		{"amqp.dead_letter_exchange", c.DeadLetterExchange}, {"amqp.dead_letter_queue", c.DeadLetterQueue},
 	} {
-		if v == "" {
-			errs = append(errs, fmt.Errorf("consumer: %s must not be empty", name))
+		if n.v == "" {
+			bad(n.key, "must not be empty")
 		}
 	}
 	if len(c.BindingKeys) == 0 {
-		errs = append(errs, errors.New("consumer: BindingKeys must name at least one routing key"))
+		bad("amqp.binding_keys", "must name at least one routing key")
 	}
-	if c.Prefetch < 0 || c.BatchSize < 0 || c.BatchSize > c.Prefetch || c.BatchSize > broker.MaxBatch {
-		errs = append(errs, fmt.Errorf("consumer: BatchSize (%d) must be between 1 and Prefetch (%d) and at most %d", c.BatchSize, c.Prefetch, broker.MaxBatch))
+	for _, n := range []struct {
+		key string
+		n   int
+	}{
+		{"amqp.prefetch", c.Prefetch}, {"amqp.batch_size", c.BatchSize}, {"amqp.delivery_limit", c.DeliveryLimit},
+		{"amqp.max_message_bytes", c.MaxMessageBytes}, {"amqp.max_queue_length", c.MaxQueueLength},
+		{"amqp.max_dead_letter_queue_length", c.MaxDeadLetterQueueLength},
+	} {
+		if n.n <= 0 {
+			bad(n.key, "must be positive, got %d", n.n)
+		}
 	}
-	if c.DeliveryLimit < 0 || c.MaxMessageBytes < 0 || c.MaxQueueLength < 0 || c.MaxDeadLetterQueueLength < 0 {
-		errs = append(errs, errors.New("consumer: DeliveryLimit, MaxMessageBytes, MaxQueueLength and MaxDeadLetterQueueLength must be positive"))
+	if c.BatchSize > c.Prefetch {
+		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.BatchSize, c.Prefetch)
 	}
-	return errors.Join(errs...)
+	if c.BatchSize > broker.MaxBatch {
+		bad("amqp.batch_size", "(%d) must be at most %d", c.BatchSize, broker.MaxBatch)
+	}
 }
 
 func setInt(p *int, def int) {

@@ -114,19 +114,21 @@ type Config struct {
 }
 
 // WithDefaults returns c with every zero field set to its default.
+// A field with a key takes its key's default (DefaultSettings).
 func (c Config) WithDefaults() Config {
-	setInt(&c.BatchSize, 100)
-	setInt(&c.MaxAttempts, 10)
+	d := DefaultSettings()
+	setInt(&c.BatchSize, d.BatchSize)
+	setInt(&c.MaxAttempts, d.MaxAttempts)
 	setInt(&c.RetentionBatch, 1000)
-	setDur(&c.PollInterval, time.Second)
-	setDur(&c.ConfirmTimeout, 10*time.Second)
+	setDur(&c.PollInterval, d.PollInterval)
+	setDur(&c.ConfirmTimeout, d.ConfirmTimeout)
 	setDur(&c.RetryBackoff, time.Second)
 	setDur(&c.RetryBackoffMax, time.Minute)
-	setDur(&c.UnroutableWindow, 24*time.Hour)
+	setDur(&c.UnroutableWindow, d.UnroutableWindow)
 	setDur(&c.UnroutableBackoffMax, 5*time.Minute)
-	setDur(&c.Lease, 15*time.Second)
-	setDur(&c.LeaseRenew, 5*time.Second)
-	setDur(&c.LeaseRetry, 2*time.Second)
+	setDur(&c.Lease, d.Lease)
+	setDur(&c.LeaseRenew, d.LeaseRenew)
+	setDur(&c.LeaseRetry, d.LeaseRetry)
 	setDur(&c.BrokerStepDown, 30*time.Second)
 	setDur(&c.ReconnectBackoff, 500*time.Millisecond)
 	setDur(&c.ReconnectBackoffMax, 15*time.Second)

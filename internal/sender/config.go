@@ -4,14 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/mailsvc/mailsvc/internal/mailtype"
 )
 
-// Config configures a Pool. The keys are those of the `sender` section of
-// configs/mailsvc.yaml; the daemon copies them (internal/app, configmap.go).
+// Config configures a Pool. The daemon builds it from the `sender` section
+// of configs/mailsvc.yaml (Settings.Config) and the keys of other sections
+// that the pool reads (internal/app, configmap.go). The defaults below are
+// those of DefaultSettings.
 type Config struct {
 	// Workers is the number of concurrent send workers, one provider session
 	// each (default 8).
@@ -21,7 +25,7 @@ type Config struct {
 	BatchSize int
 	// Lease is how long a claim owns a row (default 2m); it must exceed
 	// SendTimeout (the daemon's config check demands a margin
-	// of 10s, config.LeaseMargin).
+	// of 10s, LeaseMargin).
 	Lease time.Duration
 	// SendTimeout is the hard deadline around one whole provider call
 	// (default 30s).
@@ -132,43 +136,39 @@ const NoSlowSendGuard = -1
 // Config.SlowSendConcurrency is 0: a quarter of them, at least 1.
 func DefaultSlowSendConcurrency(workers int) int { return max(1, workers/4) }
 
-// WithDefaults returns c with every zero field set to its default.
+// WithDefaults returns c with every zero field set to its default: the
+// default of its key (DefaultSettings), or, for a field without a key,
+// the pool's own.
 func (c Config) WithDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
+	d := DefaultSettings().Config()
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
 		}
 	}
-	if c.Workers == 0 {
-		c.Workers = 8
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 50
-	}
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = 8
-	}
+	defInt(&c.Workers, d.Workers)
+	defInt(&c.BatchSize, d.BatchSize)
+	defInt(&c.MaxAttempts, d.MaxAttempts)
 	if c.AmbiguousPolicy == "" {
-		c.AmbiguousPolicy = mailtype.PolicyRetry
+		c.AmbiguousPolicy = d.AmbiguousPolicy
 	}
-	if c.AmbiguousRetries == 0 {
-		c.AmbiguousRetries = 1
-	}
-	if c.BreakerThreshold == 0 {
-		c.BreakerThreshold = 3
-	}
-	def(&c.BreakerProbe, 30*time.Second)
-	def(&c.QuotaProbe, 5*time.Minute)
-	def(&c.SlowSendThreshold, 5*time.Second)
-	if c.SlowSendWindow == 0 {
-		c.SlowSendWindow = 20
-	}
-	def(&c.Lease, 2*time.Minute)
-	def(&c.SendTimeout, 30*time.Second)
-	def(&c.RetryBackoff, 5*time.Second)
-	def(&c.RetryBackoffMax, 30*time.Minute)
-	def(&c.PollInterval, time.Second)
-	def(&c.ShutdownTimeout, 20*time.Second)
+	defInt(&c.AmbiguousRetries, d.AmbiguousRetries)
+	defInt(&c.BreakerThreshold, d.BreakerThreshold)
+	def(&c.BreakerProbe, d.BreakerProbe)
+	def(&c.QuotaProbe, d.QuotaProbe)
+	def(&c.SlowSendThreshold, d.SlowSendThreshold)
+	defInt(&c.SlowSendWindow, d.SlowSendWindow)
+	def(&c.Lease, d.Lease)
+	def(&c.SendTimeout, d.SendTimeout)
+	def(&c.RetryBackoff, d.RetryBackoff)
+	def(&c.RetryBackoffMax, d.RetryBackoffMax)
+	def(&c.PollInterval, d.PollInterval)
+	def(&c.ShutdownTimeout, d.ShutdownTimeout)
 	def(&c.DBTimeout, 10*time.Second)
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()
@@ -177,53 +177,20 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every invalid field at once (errors.Join), each message
-// naming its config key. It does not demand config.LeaseMargin (tests use
-// short leases); internal/config does for the daemon.
+// Validate reports every invalid field at once (errors.Join), in a fixed
+// order, each message naming its config key. It does not demand
+// LeaseMargin (tests use short leases); Settings.Check does for the
+// daemon.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
 	}
-	for key, n := range map[string]int{"sender.workers": c.Workers, "sender.batch_size": c.BatchSize, "sender.max_attempts": c.MaxAttempts} {
-		if n <= 0 {
-			bad(key, "must be positive, got %d", n)
-		}
-	}
-	if !c.AmbiguousPolicy.Valid() {
-		bad("sender.ambiguous_policy", "must be retry or unknown, got %q", c.AmbiguousPolicy)
-	}
-	if c.Lease <= c.SendTimeout {
-		bad("sender.lease", "(%s) must exceed sender.send_timeout (%s)", c.Lease, c.SendTimeout)
-	}
-	if c.RetryBackoffMax < c.RetryBackoff {
-		bad("sender.retry_backoff_max", "(%s) must be at least sender.retry_backoff (%s)", c.RetryBackoffMax, c.RetryBackoff)
-	}
-	if c.RateLimit < 0 {
-		bad("sender.rate_limit", "must be >= 0 (0 means no limit)")
-	}
-	for name, r := range c.RateLimits {
-		if r < 0 {
+	c.checkShared(bad, 0)
+	for _, name := range slices.Sorted(maps.Keys(c.RateLimits)) {
+		if r := c.RateLimits[name]; r < 0 {
 			bad(name+".rate_limit", "must be >= 0 (0 means no limit), got %g", r)
 		}
-	}
-	if c.BreakerThreshold < 1 {
-		bad("sender.breaker_threshold", "must be at least 1, got %d", c.BreakerThreshold)
-	}
-	if c.BreakerProbe <= 0 || c.QuotaProbe <= 0 {
-		bad("sender.breaker_probe_interval", "and sender.quota_probe_interval must be positive, got %s and %s", c.BreakerProbe, c.QuotaProbe)
-	}
-	if c.SlowSendThreshold < 0 && c.SlowSendThreshold != NoSlowSendGuard {
-		bad("sender.slow_send_threshold", "must be >= 0 (0 means no latency guard), got %s", c.SlowSendThreshold)
-	}
-	if c.SlowSendWindow < 1 {
-		bad("sender.slow_send_window", "must be positive, got %d", c.SlowSendWindow)
-	}
-	if c.SlowSendConcurrency < 0 {
-		bad("sender.slow_send_concurrency", "must be >= 0 (0: a quarter of the workers with a fallback provider, no limit without one), got %d", c.SlowSendConcurrency)
-	}
-	if c.PriorityWeight < 0 {
-		bad("sender.priority_weight", "must be >= 0 (0: strict priority), got %d", c.PriorityWeight)
 	}
 	if c.From == "" {
 		bad("mail.from", "is required")
