@@ -328,5 +328,5 @@ func TestLoadReadOnlyNeedsOnlyTheDatabaseURL(t *testing.T) {
 	require.EqualError(t, err, "database.url: must be a postgres:// URL or a key=value connection string")
 	require.NoError(t, os.WriteFile(file, []byte("database:\n  ulr: x\n"), 0o600))
 	_, err = config.LoadReadOnly(file, envOf(nil))
-	require.ErrorContains(t, err, "unknown key database.ulr")
+	require.ErrorContains(t, err, "database.ulr: unknown key (config file ")
 }

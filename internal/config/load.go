@@ -72,7 +72,7 @@ func decode(path string, lookupEnv func(string) (string, bool)) (*Config, error)
 	}
 	var c Config
 	if err := v.UnmarshalExact(&c, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
-		rejectBareDuration, rejectLooseBool, rejectEmptyNumber, mapstructure.StringToTimeDurationHookFunc(), mapstructure.StringToSliceHookFunc(",")))); err != nil {
+		rejectBareDuration, rejectLooseBool, rejectEmptyNumber, mapstructure.StringToTimeDurationHookFunc(), splitTrimmedList))); err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	return &c, nil
@@ -115,6 +115,25 @@ func rejectLooseBool(from, to reflect.Type, data any) (any, error) {
 	return data, nil
 }
 
+// splitTrimmedList splits a string into a list at commas, each item
+// trimmed of surrounding spaces: MAILSVC_AMQP_BINDING_KEYS="order.confirmed,
+// order.cancelled" binds "order.cancelled", not " order.cancelled", which
+// no routing key matches. An empty string is the empty list.
+func splitTrimmedList(from, to reflect.Type, data any) (any, error) {
+	if from.Kind() != reflect.String || to.Kind() != reflect.Slice {
+		return data, nil
+	}
+	raw, _ := data.(string)
+	if raw == "" {
+		return []string{}, nil
+	}
+	items := strings.Split(raw, ",")
+	for i := range items {
+		items[i] = strings.TrimSpace(items[i])
+	}
+	return items, nil
+}
+
 // rejectEmptyNumber refuses an empty string where a number is expected:
 // the decoder would take MAILSVC_MAIL_RECIPIENT_LIMIT="" as 0, which for
 // some keys means off, whatever the default.
@@ -137,9 +156,11 @@ func mergeFile(v *viper.Viper, path string) error {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
 	var errs []error
-	for _, k := range f.AllKeys() {
+	keys := f.AllKeys() // from a map: sorted, so the errors come in one order
+	slices.Sort(keys)
+	for _, k := range keys {
 		if _, ok := defaults[k]; !ok {
-			errs = append(errs, fmt.Errorf("config file %s: unknown key %s", path, k))
+			errs = append(errs, fmt.Errorf("%s: unknown key (config file %s)", k, path))
 		}
 	}
 	if len(errs) > 0 {

@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,4 +69,63 @@ func TestValidateOrderIsStable(t *testing.T) {
 		"attachments.timeout", "attachments.poll_interval",
 		"suppression.transient_window", "suppression.transient_expiry",
 	}, keys)
+}
+
+// TestUnknownKeysComeSortedUnderTheirKeys: a file with several misspelled
+// keys names every one, each line starting with the key, in one order
+// however often it is loaded (viper hands its keys over from a map).
+func TestUnknownKeysComeSortedUnderTheirKeys(t *testing.T) {
+	file := t.TempDir() + "/mailsvc.yaml"
+	body := "smtp:\n  hots: x\n  prot: 25\nsender:\n  workerz: 3\n  batchsize: 9\nmail:\n  frm: x\namqp:\n  urll: x\n"
+	require.NoError(t, os.WriteFile(file, []byte(body), 0o600))
+	want := strings.Join([]string{
+		"amqp.urll: unknown key (config file " + file + ")",
+		"mail.frm: unknown key (config file " + file + ")",
+		"sender.batchsize: unknown key (config file " + file + ")",
+		"sender.workerz: unknown key (config file " + file + ")",
+		"smtp.hots: unknown key (config file " + file + ")",
+		"smtp.prot: unknown key (config file " + file + ")",
+	}, "\n")
+	for range 20 {
+		_, err := config.Load(file, envOf(valid))
+		require.EqualError(t, err, want)
+	}
+}
+
+// TestPrefetchAbove16BitsIsRefused: basic.qos carries the prefetch count
+// in 16 bits, so 65536 would reach RabbitMQ as 0, unlimited.
+func TestPrefetchAbove16BitsIsRefused(t *testing.T) {
+	_, err := config.Load("", envOf(with(map[string]string{"MAILSVC_AMQP_PREFETCH": "65536"})))
+	require.EqualError(t, err, "amqp.prefetch: (65536) must be at most 65535 (AMQP's prefetch count is 16 bits: more wraps around, 65536 to unlimited)")
+	_, err = config.Load("", envOf(with(map[string]string{"MAILSVC_AMQP_PREFETCH": "65535"})))
+	require.NoError(t, err)
+}
+
+// TestListItemsFromTheEnvironmentAreTrimmed: a comma and a space between
+// the items of a list in a variable separate them; the space is not part
+// of the next item (a binding key " order.cancelled" matches nothing).
+func TestListItemsFromTheEnvironmentAreTrimmed(t *testing.T) {
+	c, err := config.Load("", envOf(with(map[string]string{"MAILSVC_AMQP_BINDING_KEYS": "order.confirmed, order.cancelled "})))
+	require.NoError(t, err)
+	require.Equal(t, []string{"order.confirmed", "order.cancelled"}, c.AMQP.BindingKeys)
+}
+
+// TestConfigCheckReadsTheAttachmentAndBounceTLSFiles: the attachment
+// stage's CA file and the bounce listener's certificate are read at load,
+// as serve reads them, so `config check` refuses what serve would.
+func TestConfigCheckReadsTheAttachmentAndBounceTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	_, err := config.Load("", envOf(with(map[string]string{
+		"MAILSVC_ATTACHMENTS_ALLOWED_HOSTS": "files.example.com",
+		"MAILSVC_ATTACHMENTS_TLS_CA_FILE":   dir + "/ca.pem",
+	})))
+	require.EqualError(t, err, "attachments.tls_ca_file: open "+dir+"/ca.pem: no such file or directory")
+
+	require.NoError(t, os.WriteFile(dir+"/cert.pem", []byte("not a certificate"), 0o600))
+	require.NoError(t, os.WriteFile(dir+"/key.pem", []byte("not a key"), 0o600))
+	_, err = config.Load("", envOf(with(map[string]string{
+		"MAILSVC_BOUNCES_TLS_CERT_FILE": dir + "/cert.pem",
+		"MAILSVC_BOUNCES_TLS_KEY_FILE":  dir + "/key.pem",
+	})))
+	require.ErrorContains(t, err, "bounces.tls_cert_file, bounces.tls_key_file: tls: failed to find any PEM data in certificate input")
 }

@@ -110,8 +110,10 @@ func (c *Config) validateTLS(bad func(string, string, ...any)) {
 }
 
 // loadTLS reads every TLS file the config names, at start, keeping the
-// client configurations and the certificates' descriptions. Each error
-// names its key.
+// client configurations and the certificates' descriptions: the clients'
+// (smtp, amqp, database.url), the attachment fetch stage's CAs and the
+// bounce listener's certificate, so that `config check` refuses what
+// serve would. Each error names its key.
 func (c *Config) loadTLS(now time.Time) error {
 	var errs []error
 	c.tls = loadedTLS{}
@@ -132,7 +134,21 @@ func (c *Config) loadTLS(now time.Time) error {
 	}
 	certs, err := databaseCerts(c.Database.URL.Reveal(), now)
 	c.tls.certs = append(c.tls.certs, certs...)
-	return errors.Join(append(errs, err)...)
+	errs = append(errs, err)
+	if f := c.Attachments.TLSCAFile; f != "" {
+		_, cs, err := tlsconfig.ReadCAs("attachments.tls_ca_file", f)
+		c.tls.certs = append(c.tls.certs, cs...)
+		errs = append(errs, err)
+	}
+	if b := c.Bounces; b.TLSCertFile != "" && b.TLSKeyFile != "" {
+		// Read as the listener reads it: an expired certificate is offered
+		// still (a relay's STARTTLS to a bounce domain rarely verifies),
+		// never a reason to refuse the start.
+		if _, err := tls.LoadX509KeyPair(b.TLSCertFile, b.TLSKeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("bounces.tls_cert_file, bounces.tls_key_file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // databaseCerts reads the sslrootcert, sslcert and sslkey files of a

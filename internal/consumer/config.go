@@ -52,7 +52,7 @@ type Config struct {
 	// error of DeclareTopology prints the rabbitmqctl line).
 	LimitsByPolicy bool
 	// Prefetch is the QoS prefetch count: unacknowledged deliveries the
-	// broker sends ahead; 0 means 200.
+	// broker sends ahead; 0 means 200, at most MaxPrefetch.
 	Prefetch int
 	// BatchSize is the most deliveries recorded in one database
 	// transaction and acknowledged together; 0 means 100. It must not
@@ -195,6 +195,9 @@ func (c Config) Check(bad Report) {
 			bad(n.key, "must be positive, got %d", n.n)
 		}
 	}
+	if c.Prefetch > MaxPrefetch {
+		bad("amqp.prefetch", "(%d) must be at most %d (AMQP's prefetch count is 16 bits: more wraps around, 65536 to unlimited)", c.Prefetch, MaxPrefetch)
+	}
 	if c.BatchSize > c.Prefetch {
 		bad("amqp.batch_size", "(%d) must not exceed amqp.prefetch (%d)", c.BatchSize, c.Prefetch)
 	}
@@ -202,6 +205,11 @@ func (c Config) Check(bad Report) {
 		bad("amqp.batch_size", "(%d) must be at most %d", c.BatchSize, broker.MaxBatch)
 	}
 }
+
+// MaxPrefetch is the largest amqp.prefetch: basic.qos carries the
+// prefetch count in 16 bits (AMQP 0-9-1, "basic.qos"; amqp091-go
+// converts it with uint16), so 65536 would become 0, unlimited.
+const MaxPrefetch = 65535
 
 func setInt(p *int, def int) {
 	if *p <= 0 {
