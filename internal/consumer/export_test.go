@@ -10,7 +10,9 @@ import (
 func (c *Consumer) RetriesForTest() int64 { return int64(testutil.ToFloat64(c.metrics.IngestRetries)) }
 
 // ConnectionsForTest is the number of connections that started consuming.
-func (c *Consumer) ConnectionsForTest() int64 { return int64(testutil.ToFloat64(c.metrics.Connections)) }
+func (c *Consumer) ConnectionsForTest() int64 {
+	return int64(testutil.ToFloat64(c.metrics.Connections))
+}
 
 // RedeliveredForTest is the number of deliveries that arrived flagged
 // redelivered.

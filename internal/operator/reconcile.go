@@ -74,7 +74,7 @@ const (
 
 // KeyResult is what a bulk reconcile did with one key.
 type KeyResult struct {
-	Key     string
+	Key         string
 	Disposition Disposition
 	// Result is the mail's new status and feedback event (Reconciled).
 	Result store.ReconcileResult
