@@ -10,6 +10,8 @@ import (
 	"github.com/mailsvc/mailsvc/internal/consumer"
 	"github.com/mailsvc/mailsvc/internal/relay"
 	"github.com/mailsvc/mailsvc/internal/sender"
+	"github.com/mailsvc/mailsvc/internal/sender/resend"
+	"github.com/mailsvc/mailsvc/internal/sender/smtp"
 )
 
 // LeaseMargin is the least time by which sender.lease must exceed
@@ -70,9 +72,9 @@ func defaultConfig() Config {
 			QueueLimits:              "arguments",
 		},
 		Sender: sender.DefaultSettings(),
-		SMTP:   SMTP{Host: "localhost", Port: 587, TLS: "starttls"},
+		SMTP:   SMTP{Host: "localhost", Port: 587, TLS: smtp.TLSStartTLS},
 		// Resend's documented default account limit (ResendDefaultRateLimit).
-		Resend: Resend{BaseURL: "https://api.resend.com/", RateLimit: ResendDefaultRateLimit},
+		Resend: Resend{BaseURL: resend.DefaultBaseURL, RateLimit: ResendDefaultRateLimit},
 		Mail: Mail{
 			MaxEventAge: consumer.DefaultMaxEventAge, CancelNotice: true,
 			RecipientLimit: 50, RecipientLimitWindow: time.Hour,

@@ -26,11 +26,15 @@ import (
 // documentation, "Idempotency Keys": 24 hours).
 const IdempotencyWindow = 24 * time.Hour
 
+// DefaultBaseURL is the root of Resend's API (resend.base_url's default;
+// Resend API reference, "Introduction").
+const DefaultBaseURL = "https://api.resend.com/"
+
 // Config configures the Resend provider.
 type Config struct {
 	// APIKey is the Resend API key (secret).
 	APIKey mailtype.Secret
-	// BaseURL is the API root; "" means https://api.resend.com/.
+	// BaseURL is the API root; "" means DefaultBaseURL.
 	BaseURL string
 	// Transport, when set, replaces http.DefaultTransport (tests).
 	Transport http.RoundTripper
@@ -49,7 +53,7 @@ func New(cfg Config) (*Provider, error) {
 	}
 	base := cfg.BaseURL
 	if base == "" {
-		base = "https://api.resend.com/"
+		base = DefaultBaseURL
 	}
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
