@@ -73,10 +73,11 @@ type gate struct {
 
 	mu    sync.Mutex
 	state store.ProviderState
-	// writes counts this replica's writes of the shared state, started so
-	// far: a refresh that overlapped one may have read the row before the
-	// write committed, so its older view is dropped (the write's own
-	// answer is newer), lest a breaker just opened look closed.
+	// writes counts this replica's writes of the shared state, each once
+	// as it starts and once as it ends (gate.db): a refresh that
+	// overlapped one may have read the row before the write committed, so
+	// its older view is dropped (the write's own answer is newer), lest a
+	// breaker just opened look closed.
 	writes  uint64
 	readAt  time.Time // local time of the read of state
 	slots   []time.Time
@@ -304,14 +305,20 @@ func (g *gate) take(ctx context.Context, n int, probe bool) ([]time.Time, error)
 	return out, nil
 }
 
-// db runs one provider-state write under the pool's statement timeout. A
-// write that fails is logged: the local view still changes (the caller
+// db runs one provider-state write under the pool's statement timeout,
+// counting it in g.writes before and after, so that no refresh that
+// overlapped it replaces its result. A write that fails is logged: the local view still changes (the caller
 // passes what it learned), and the next refresh corrects it.
 func (g *gate) db(what string, f func(context.Context) (store.ProviderState, error)) (store.ProviderState, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.DBTimeout)
 	defer cancel()
 	g.wrote()
 	st, err := f(ctx)
+	// Again once the write is done: a refresh that began during it may
+	// have read the state from before its commit, and must not overwrite
+	// what the write returned (with it, a breaker that had just opened
+	// read as closed until the next refresh, and one more mail was sent).
+	g.wrote()
 	if err != nil {
 		g.log.Warn("provider state: "+what+" not shared with other replicas (the database refused it)", "error", err)
 		return st, false

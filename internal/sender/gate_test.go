@@ -51,6 +51,43 @@ func TestRefreshOverlappingAWriteKeepsTheNewerState(t *testing.T) {
 	require.Equal(t, 3, g.state.Failures)
 }
 
+// slowWriteStore is racingStore whose failure count also waits: the
+// write starts, then a refresh starts and reads the state from before
+// the write's commit, and only then does the write finish.
+type slowWriteStore struct {
+	*racingStore
+	writing, proceed chan struct{}
+}
+
+func (s *slowWriteStore) CountProviderFailure(ctx context.Context, p string, n int, d time.Duration, e string) (store.ProviderState, bool, error) {
+	close(s.writing)
+	<-s.proceed
+	return s.racingStore.CountProviderFailure(ctx, p, n, d, e)
+}
+
+// A refresh that began while this replica's write was on its way (after
+// the write started, before it committed) read the older state too: it
+// must not close the breaker the write opened either.
+func TestRefreshStartedDuringAWriteKeepsTheNewerState(t *testing.T) {
+	st := &slowWriteStore{racingStore: &racingStore{reading: make(chan struct{}), release: make(chan struct{})},
+		writing: make(chan struct{}), proceed: make(chan struct{})}
+	g := &gate{clock: clockwork.NewRealClock(), name: "smtp", st: st, m: NewMetrics(nil), log: slog.New(slog.DiscardHandler),
+		cfg: Config{DBTimeout: time.Second, BreakerThreshold: 3, BreakerProbe: time.Second}}
+	failures := make(chan int)
+	go func() { failures <- g.failure(TroubleConfig, "connection refused") }()
+	<-st.writing
+	refreshed := make(chan error)
+	go func() { refreshed <- g.refresh(context.Background()) }()
+	<-st.reading
+	close(st.proceed)
+	require.Equal(t, 3, <-failures)
+	require.True(t, g.paused(), "the write opened the breaker")
+	close(st.release)
+	require.NoError(t, <-refreshed)
+	require.True(t, g.paused(), "the read that overlapped the write is dropped")
+	require.Equal(t, 3, g.state.Failures)
+}
+
 // A mail that found its route paused waits until the pause may end; when
 // the pause ended between the route's answer and this reckoning (a rate
 // limit's end, at its time), it is due after a poll interval, not the
