@@ -151,9 +151,14 @@ func TestTwoRelaysThroughATransactionPoolerPublishEachRowOnce(t *testing.T) {
 	first := b.newRelay(t, nil)
 	b.start(t, first)
 	require.Eventually(t, func() bool { return value(t, b.m.Leader) == 1 }, 10*time.Second, 10*time.Millisecond)
+	// The first batch published proves the leader's broker connection is
+	// up: on a loaded machine its first connect can outlast the test's
+	// step-down time (400 ms), and the standby would lead from the start.
+	b.insert(t, feedbackBatch("a", 10)...)
+	require.Eventually(t, func() bool { return b.countPublished(t) == 10 }, 30*time.Second, 10*time.Millisecond)
 	_, m2 := b.second(t, false)
 	l := sampleLeaders(t, b.m, m2)
-	for i := 0; i < 10; i++ {
+	for i := 1; i < 10; i++ {
 		b.insert(t, feedbackBatch(string(rune('a'+i)), 10)...)
 	}
 	require.Eventually(t, func() bool { return b.countPublished(t) == 100 }, 30*time.Second, 10*time.Millisecond)
