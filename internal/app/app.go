@@ -184,6 +184,10 @@ type wiring struct {
 	// and the relay are wired.
 	wakeSender func()
 	wakeRelay  func()
+	// recorder is what the consumer records events with: the store, or,
+	// when the sender runs in this process, its Handover, which hands the
+	// rows it writes to the pool in memory.
+	recorder consumer.Recorder
 	// tracing is the tracer provider (setupTracing); off while nil or
 	// tracing.enabled is false.
 	tracing *tracing.Provider
@@ -200,6 +204,7 @@ type wiring struct {
 func (w *wiring) build() ([]named, error) {
 	w.brokerMetrics = w.newBrokerMetrics()
 	w.wakeSender, w.wakeRelay = func() {}, func() {}
+	w.recorder = w.store
 	probes := newHTTPServer(w.cfg.HTTP, w.reg.(prometheus.Gatherer), &w.ready, w.log)
 	parts := []named{{name: "http", c: probes, stage: stopLast}}
 	for _, r := range []struct {
@@ -273,7 +278,7 @@ func (w *wiring) buildConsumer() ([]named, error) {
 	ccfg := ConsumerConfig(w.cfg)
 	ccfg.IdempotencyNamespace = w.namespace
 	cons, err := consumer.New(ccfg, consumer.Options{
-		Store: w.store, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
+		Store: w.recorder, Templates: w.templates, Log: w.log, Registerer: w.reg, BrokerMetrics: w.brokerMetrics,
 		OnMailInserted: func() { w.wakeSender() }, OnOutboxWritten: func() { w.wakeRelay() },
 		Tracer: w.tracing.Tracer("consumer"),
 	})
@@ -376,6 +381,7 @@ func (w *wiring) buildSender() ([]named, error) {
 		return nil, fmt.Errorf("build janitor: %w", err)
 	}
 	w.wakeSender = pool.Wake
+	w.recorder = pool.Handover(w.store)
 	return []named{{name: "sender", c: pool, budget: senderStopBudget(w.cfg)}, {name: "janitor", c: jan}}, nil
 }
 

@@ -248,7 +248,7 @@ func (l *loop) publishLetters(ctx context.Context, batch []broker.Delivery, deci
 func (l *loop) wake(res []store.IngestResult) {
 	mail, outbox := false, false
 	for _, r := range res {
-		mail = mail || r.Disposition == mailtype.DispositionInserted
+		mail = mail || (r.Disposition == mailtype.DispositionInserted && !r.Leased) // a leased row is in the pool already
 		outbox = outbox || r.Feedback > 0
 	}
 	if mail {

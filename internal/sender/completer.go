@@ -126,7 +126,7 @@ func (c *completer) writeBatch(soft, hard context.Context, batch []*writeRequest
 	}
 	as := make([]store.Attempt, len(outs))
 	for i, o := range outs {
-		as[i] = store.Attempt{Fence: o.j.mail.Fence, Outcome: o.v.Record}
+		as[i] = o.attempt()
 	}
 	for try := 1; ; try++ {
 		fences := make([]store.Fence, len(starts))

@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -34,11 +35,23 @@ type dispatcher struct {
 	// queue holds claimed rows for the executors. It has room for every
 	// row the pool may hold, so no send on it blocks for long.
 	queue chan *job
+	// mu guards closed, set once the dispatcher closed queue: rows handed
+	// over (handover.go) are queued from the consumer's goroutine.
+	mu     sync.Mutex
+	closed bool
+}
+
+// closeQueue closes the queue: no row is queued after it.
+func (d *dispatcher) closeQueue() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	close(d.queue)
 }
 
 // dispatch claims rows until ctx ends, then closes the queue.
 func (d *dispatcher) dispatch(ctx context.Context) {
-	defer close(d.queue)
+	defer d.closeQueue()
 	failures := 0
 	for ctx.Err() == nil {
 		if d.held.renewFailing.Load() {
@@ -125,8 +138,11 @@ func (d *dispatcher) takeTokens(ctx context.Context, n int) int {
 	return got
 }
 
-// waitWork waits for a wake-up, the poll interval or ctx.
+// waitWork waits for a wake-up, the poll interval or ctx. Meanwhile rows
+// may be handed over (holdings.idle).
 func (d *dispatcher) waitWork(ctx context.Context) {
+	d.held.setIdle(true)
+	defer d.held.setIdle(false)
 	t := d.clock.NewTimer(d.cfg.PollInterval)
 	defer t.Stop()
 	select {

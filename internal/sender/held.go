@@ -24,6 +24,52 @@ type holdings struct {
 	// renewFailing is set while the heartbeat cannot renew leases: the
 	// dispatcher takes no claim then.
 	renewFailing atomic.Bool
+	// idle is set while the dispatcher waits for work after a claim that
+	// found less than it asked for: the only time rows may be handed over
+	// (reserve), so that a handed row never passes an older due one.
+	idle bool
+}
+
+// setIdle records whether the dispatcher waits for work (idle).
+func (h *holdings) setIdle(idle bool) {
+	h.mu.Lock()
+	h.idle = idle
+	h.mu.Unlock()
+}
+
+// reserve reserves room for up to n rows handed over in memory and
+// returns how many (0 unless the dispatcher is idle): they count as held
+// and unsent until hand gives them their jobs or unreserve frees them.
+func (h *holdings) reserve(n int) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.idle {
+		return 0
+	}
+	n = max(0, min(n, h.max-h.unsent))
+	h.unsent += n
+	return n
+}
+
+// unreserve frees n reserved rows that were not handed over.
+func (h *holdings) unreserve(n int) {
+	if n <= 0 {
+		return
+	}
+	h.mu.Lock()
+	h.unsent -= n
+	h.mu.Unlock()
+	select {
+	case h.freed <- struct{}{}:
+	default:
+	}
+}
+
+// ownReserved holds j in a reserved row's place.
+func (h *holdings) ownReserved(j *job) {
+	h.mu.Lock()
+	h.rows[j.mail.Fence] = j
+	h.mu.Unlock()
 }
 
 func newHoldings(maxHeld, minClaim int) *holdings {

@@ -31,12 +31,27 @@ type job struct {
 	// admitted is the provider whose latency guard admitted the row's send
 	// (router.guard); work ends the admission.
 	admitted *gate
+	// started is the row's send-started mark, set by the worker once it
+	// committed (TotalSends 0 before): the completer encodes the
+	// outcome's event from it and the claim (store.Known).
+	started store.Started
 }
 
 // result is a verdict on its way to the completer.
 type result struct {
 	j *job
 	v verdict
+}
+
+// attempt is the outcome's write: the verdict's record fenced by the
+// claim, with what the claim and the mark tell of the row when the send
+// was marked started.
+func (r *result) attempt() store.Attempt {
+	a := store.Attempt{Fence: r.j.mail.Fence, Outcome: r.v.Record}
+	if r.j.started.TotalSends > 0 {
+		a.Known = r.j.mail.Known(r.j.started)
+	}
+	return a
 }
 
 func newJob(m store.ClaimedMail, leaseEnd time.Time) *job {

@@ -53,6 +53,10 @@ type Metrics struct {
 	// Claimed is mailsvc_claimed_total{lane}: rows the claims took, by
 	// priority lane (mailtype.Lanes), reclaimed leases included.
 	Claimed *prometheus.CounterVec
+	// HandedOver is mailsvc_handed_over_total{lane}: rows this process's
+	// consumer leased to the pool as it wrote them, handed over in memory
+	// with no claim (Handover), by priority lane.
+	HandedOver *prometheus.CounterVec
 	// Paused is mailsvc_provider_paused{provider,reason}: 1 while this
 	// replica sees the provider paused for reason (mailtype.PauseReasons),
 	// else 0. Every replica reads the same shared state: take max.
@@ -161,6 +165,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "mailsvc_claimed_total",
 			Help: "Rows the sender's claims took, by priority lane (priority, bulk).",
 		}, []string{"lane"}),
+		HandedOver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mailsvc_handed_over_total",
+			Help: "Rows the consumer leased to the sender as it wrote them, handed over in memory with no claim, by priority lane.",
+		}, []string{"lane"}),
 		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mailsvc_provider_paused",
 			Help: "1 while the provider is paused for every replica, by reason (rate_limited, quota, breaker).",
@@ -236,11 +244,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, l := range mailtype.Lanes {
 		m.Claimed.WithLabelValues(l.String())
+		m.HandedOver.WithLabelValues(l.String())
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.LeaseReclaims, m.FencingRejections, m.Ambiguous, m.DeliveryLag, m.ClaimDuration,
 			m.Paused, m.Throttled, m.SessionsRefused, m.StaleSlots, m.ConfigFailures, m.OutageFailures, m.Unspent, m.Failovers,
-			m.Slow, m.SendP90, m.SlowReroutes, m.Claimed)
+			m.Slow, m.SendP90, m.SlowReroutes, m.Claimed, m.HandedOver)
 	}
 	return m
 }

@@ -174,6 +174,7 @@ func (e *executor) work(soft, hard context.Context, s sessions, j *job, out *res
 	if !ok {
 		return &result{j: j, v: releaseVerdict()}
 	}
+	j.started = st
 	if !e.slotStillFresh(soft, g, j) {
 		return &result{j: j, v: releaseVerdict()}
 	}

@@ -125,6 +125,15 @@ type ClaimedMail struct {
 	TraceContext string
 	// Lane is the row's priority lane.
 	Lane mailtype.Lane
+	// Revision is the order revision of the mail (>= 1).
+	Revision int
+}
+
+// Known is what the claim and the send's started mark st tell of the row,
+// for the outcome's write (Attempt.Known).
+func (m *ClaimedMail) Known(st Started) *Known {
+	return &Known{DedupeKey: m.DedupeKey, OrderID: m.OrderID, Template: m.Template, EventID: m.EventID,
+		TraceContext: m.TraceContext, Revision: m.Revision, Sends: st.TotalSends, CreatedAt: m.CreatedAt}
 }
 
 // claimSQL takes at most $1 rows in one statement (docs/design.md, "Claim").
@@ -191,9 +200,8 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     m.from_addr, m.reply_to, m.idempotency_key, m.sends, m.ambiguous,
     m.subject, m.body_text, m.body_html, m.message_id, m.created_at, m.first_claimed_at,
     m.locked_until, COALESCE(m.occurred_at, m.created_at),
-    COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(m.to_email)
-                  AND (s.expires_at IS NULL OR s.expires_at > now())), false), COALESCE(m.provider, ''),
-    COALESCE(m.trace_context, ''), m.lane, m.attach_state IS NOT NULL`
+    ` + suppressedExpr + `, COALESCE(m.provider, ''),
+    COALESCE(m.trace_context, ''), m.lane, m.attach_state IS NOT NULL, m.revision`
 
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
@@ -218,7 +226,7 @@ func (s *Store) ClaimMails(ctx context.Context, p ClaimParams) ([]ClaimedMail, e
 			&m.Template, &m.Locale, &m.ToEmail, &m.ToName, &m.From, &m.ReplyTo, &m.IdempotencyKey,
 			&m.Sends, &m.Ambiguous, &m.Subject, &m.BodyText, &m.BodyHTML,
 			&m.MessageID, &m.CreatedAt, &m.FirstAttemptAt, &m.LockedUntil, &m.OccurredAt,
-			&m.Suppressed, &m.Provider, &m.TraceContext, &m.Lane, &m.HasAttachments); err != nil {
+			&m.Suppressed, &m.Provider, &m.TraceContext, &m.Lane, &m.HasAttachments, &m.Revision); err != nil {
 			return nil, fmt.Errorf("claim mails: scan: %w", interpretError(err))
 		}
 		m.Legacy = m.From == ""

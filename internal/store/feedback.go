@@ -30,14 +30,22 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, nullif($9, ''))`
 // insertOutboxManySQL writes many outbox rows in one statement (one
 // executor run, one firing of the statement trigger that notifies the
 // relay), in the order of the arrays.
-const insertOutboxManySQL = `
-INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at, trace_context)
-SELECT e, $2, rk, et, o, k,
-       CASE WHEN om.names IS NULL THEN p::jsonb ELSE jsonb_set(p::jsonb, '{data,omitted_attachments}', om.names) END,
-       c, nullif(tc, '')
-FROM unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
-    AS u(e, rk, et, o, k, p, c, tc)
+const insertOutboxManySQL = outboxInsertSQL + outboxUnnestSQL + `
 LEFT JOIN LATERAL (` + omittedAttachmentsSQL + `) om ON true`
+
+// outboxInsertSQL inserts the outbox rows of outboxArgs ($1..$9) from the
+// rows u of the FROM clause that follows it (outboxUnnestSQL, with the
+// lateral om of omittedAttachmentsSQL).
+const outboxInsertSQL = `
+INSERT INTO outbox (event_id, exchange, routing_key, event_type, order_id, dedupe_key, payload, created_at, trace_context)
+SELECT u.e, $2, u.rk, u.et, u.o, u.k,
+       CASE WHEN om.names IS NULL THEN u.p::jsonb ELSE jsonb_set(u.p::jsonb, '{data,omitted_attachments}', om.names) END,
+       u.c, nullif(u.tc, '')
+FROM `
+
+// outboxUnnestSQL is the rows of outboxArgs' arrays.
+const outboxUnnestSQL = `unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[], $9::text[])
+    AS u(e, rk, et, o, k, p, c, tc)`
 
 // outboxRow is the outbox row of one feedback event, addressed to the
 // store's events exchange.

@@ -85,6 +85,9 @@ type IngestResult struct {
 	Feedback int
 	// Notice is set when a cancel wrote a pending cancellation notice.
 	Notice bool
+	// Leased is set when the mail was leased to this process as it was
+	// written (IngestLeased): no claim is needed to send it.
+	Leased bool
 }
 
 // querier is what a pool and a transaction share.
@@ -119,20 +122,46 @@ type dbtx interface {
 // an event's; a refusal carries a *RefusedError with its SQLSTATE. A
 // context error comes back as it is. Safe for concurrent use.
 func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult, error) {
+	res, _, err := s.IngestLeased(ctx, items, IngestLease{})
+	return res, err
+}
+
+// IngestLease is what an insert leases to the process that writes it, so
+// that the rows are handed to its sender in memory, with no claim and no
+// re-read (docs/design.md, "Rows handed over in memory"): at most Max of
+// the batch's mails, in order, each a fresh pending mail with its
+// envelope (From set) and without attachments, are written `sending` as a claim would write them (attempts
+// 1, locked_until now() + Lease on the database clock, locked_by Worker,
+// first_claimed_at now()). A mail over the per-recipient limit is written
+// held and not leased. Max 0 leases nothing.
+type IngestLease struct {
+	Max    int
+	Lease  time.Duration
+	Worker string
+}
+
+// IngestLeased is Ingest, and it leases mails as l says when the batch is
+// fresh mails only (a batch with a cancel or a stale mail leases nothing)
+// and returns the leased rows as a claim would (ClaimedMail, Reclaimed
+// false), their IngestResult marked Leased. A leased row that is never
+// sent (its process died) is reclaimed silently once its lease expires,
+// as any claim whose send never started.
+func (s *Store) IngestLeased(ctx context.Context, items []IngestItem, l IngestLease) ([]IngestResult, []ClaimedMail, error) {
 	res := make([]IngestResult, len(items))
 	if len(items) == 0 {
-		return res, nil
+		return res, nil, nil
 	}
 	var err error
+	var leased []ClaimedMail
 	if needsTx(items) {
 		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.ingestTx(ctx, tx, items, res) })
 	} else {
-		err = insertMails(ctx, s.pool, s.recipientLimit, items, res)
+		leased, err = insertMails(ctx, s.pool, s.recipientLimit, l, items, res)
 	}
 	if err != nil {
-		return nil, interpretError(err)
+		return nil, nil, interpretError(err)
 	}
-	return res, nil
+	return res, leased, nil
 }
 
 // needsTx reports whether items need more than one statement.
@@ -163,7 +192,7 @@ func (s *Store) ingestTx(ctx context.Context, tx pgx.Tx, items []IngestItem, res
 		for j < len(items) && items[j].Mail != nil {
 			j++
 		}
-		if err := insertMails(ctx, tx, s.recipientLimit, items[i:j], res[i:j]); err != nil {
+		if _, err := insertMails(ctx, tx, s.recipientLimit, IngestLease{}, items[i:j], res[i:j]); err != nil {
 			return err
 		}
 		if err := s.staleFeedback(ctx, tx, items[i:j], res[i:j]); err != nil {
@@ -178,32 +207,57 @@ const insertMailsSQL = `
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
                   from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane,
-                  attach_state, attach_next_at)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, st, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
-       ` + attachStateExpr + `
+                  attach_state, attach_next_at, ` + leasedColumns + `)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, x.status, nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
+       ` + attachStateExpr + `,
+       ` + leasedValues + `
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
             $22::smallint[], $23::bool[])
      AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, att)
+CROSS JOIN LATERAL (SELECT st AS status) x
 ON CONFLICT DO NOTHING
-RETURNING event_id::text, dedupe_key, status`
+RETURNING ` + insertedColumns
+
+// leasedColumns, leasedValues and insertedColumns are what an insert adds
+// for the rows it leases to the process that writes them (Lease, status
+// 'sending' from the SELECT's x.status): the claim's columns, set as a
+// claim sets them, the lease $24 (an interval) and the worker $25; and
+// what the insert returns of every row, with the lease end, the
+// suppression probe the claim makes (suppressedExpr) and the row's
+// created_at for a leased one.
+const (
+	leasedColumns = `attempts, locked_until, locked_by, first_claimed_at`
+	leasedValues  = `(x.status = 'sending')::int, CASE WHEN x.status = 'sending' THEN now() + $24::interval END,
+       CASE WHEN x.status = 'sending' THEN $25 END, CASE WHEN x.status = 'sending' THEN now() END`
+	insertedColumns = `event_id::text, dedupe_key, status, id, attempts, COALESCE(locked_until, now()), created_at,
+    status = 'sending' AND ` + suppressedExpr
+)
+
+// suppressedExpr says whether the recipient of the mail row in scope
+// (its to_email) is on the suppression list now (compared as
+// mailsvc_address_key normalises them, migration 00090): a scalar
+// subquery, one probe of the list's primary key whatever the statistics
+// say (an EXISTS may be planned as a hash of the whole list).
+const suppressedExpr = `COALESCE((SELECT true FROM suppression s WHERE s.address = mailsvc_address_key(to_email)
+                  AND (s.expires_at IS NULL OR s.expires_at > now())), false)`
 
 // insertLimitedMailsSQL is insertMailsSQL with the per-recipient safety
-// limit ($24 mails per window of $25 seconds, on the database's clock):
+// limit ($26 mails per window of $27 seconds, on the database's clock):
 // w adds the batch's pending mails to each recipient's window count
 // (recipient_window, the address lower-cased) in recipient order, so that
 // two replicas lock the same rows in the same order and never deadlock,
 // and its row lock orders them: the limit holds across replicas. A
-// pending mail whose rank among its recipient's mails in this window
-// (the count before the batch plus its rank in the batch) exceeds the
-// limit is inserted held. A duplicate that ON CONFLICT skips has been
+// pending (or leased) mail whose rank among its recipient's mails in this
+// window (the count before the batch plus its rank in the batch) exceeds
+// the limit is inserted held, not leased. A duplicate that ON CONFLICT skips has been
 // counted: the count errs towards holding, never towards sending.
 const insertLimitedMailsSQL = `
 WITH u AS (
-    SELECT u.*, lower(m) AS r,
-           row_number() OVER (PARTITION BY lower(m), st = 'pending' ORDER BY ord) AS nth,
-           count(*) OVER (PARTITION BY lower(m), st = 'pending') AS n
+    SELECT u.*, lower(m) AS r, st IN ('pending', 'sending') AS due,
+           row_number() OVER (PARTITION BY lower(m), st IN ('pending', 'sending') ORDER BY ord) AS nth,
+           count(*) OVER (PARTITION BY lower(m), st IN ('pending', 'sending')) AS n
     FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
                 $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
@@ -211,23 +265,24 @@ WITH u AS (
          WITH ORDINALITY AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, att, ord)
 ), w AS (
     INSERT INTO recipient_window AS w (recipient, window_start, mails)
-    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $25::int) * $25::int), count(*)
-    FROM u WHERE st = 'pending' GROUP BY r ORDER BY r
+    SELECT r, to_timestamp(floor(extract(epoch FROM now()) / $27::int) * $27::int), count(*)
+    FROM u WHERE due GROUP BY r ORDER BY r
     ON CONFLICT (recipient, window_start) DO UPDATE SET mails = w.mails + excluded.mails
     RETURNING recipient, mails
 )
 INSERT INTO mail (event_id, dedupe_key, order_id, template, locale, to_email, payload,
                   subject, body_text, body_html, message_id, status, last_error, last_error_class,
                   from_addr, to_name, reply_to, idempotency_key, trace_context, occurred_at, revision, lane,
-                  attach_state, attach_next_at)
-SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid,
-       CASE WHEN st = 'pending' AND w.mails - n + nth > $24::int THEN 'held' ELSE st END,
+                  attach_state, attach_next_at, ` + leasedColumns + `)
+SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, x.status,
        nullif(le, ''), nullif(lc, ''), fa, tn, rt, ik, nullif(tc, ''), oa, rev, ln,
-       ` + attachStateExpr + `
-FROM u LEFT JOIN w ON w.recipient = u.r AND u.st = 'pending'
+       ` + attachStateExpr + `,
+       ` + leasedValues + `
+FROM u LEFT JOIN w ON w.recipient = u.r AND u.due
+CROSS JOIN LATERAL (SELECT CASE WHEN u.due AND w.mails - n + nth > $26::int THEN 'held' ELSE st END AS status) x
 ORDER BY ord
 ON CONFLICT DO NOTHING
-RETURNING event_id::text, dedupe_key, status`
+RETURNING ` + insertedColumns
 
 // RecipientLimit is the per-recipient safety limit (mail.recipient_limit,
 // mail.recipient_limit_window): at most Mails mails for one address
@@ -242,12 +297,13 @@ type RecipientLimit struct {
 // on reports whether the limit applies.
 func (l RecipientLimit) on() bool { return l.Mails > 0 && l.Window >= time.Second }
 
-// insertMails inserts every item (all mails) in one statement and sets
-// res[i] to inserted, held, stale or duplicate. A row conflicting on
-// event_id or dedupe_key, with the table or with an earlier row of the
-// same statement, is skipped.
-func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []IngestItem, res []IngestResult) error {
-	args := insertMailsArgs(items)
+// insertMails inserts every item (all mails) in one statement, leasing
+// mails as l says, and sets res[i] to inserted, held, stale or duplicate.
+// A row conflicting on event_id or dedupe_key, with the table or with an
+// earlier row of the same statement, is skipped. It returns the leased
+// rows.
+func insertMails(ctx context.Context, q querier, limit RecipientLimit, l IngestLease, items []IngestItem, res []IngestResult) ([]ClaimedMail, error) {
+	args := append(insertMailsArgs(items, l.Max), l.Lease, l.Worker)
 	sql := insertMailsSQL
 	if limit.on() {
 		sql = insertLimitedMailsSQL
@@ -255,25 +311,17 @@ func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []I
 	}
 	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
-		return fmt.Errorf("insert mails: %w", err)
+		return nil, fmt.Errorf("insert mails: %w", err)
 	}
-	inserted := map[[2]string][]string{}
-	for rows.Next() {
-		var id, key, status string
-		if err := rows.Scan(&id, &key, &status); err != nil {
-			rows.Close()
-			return fmt.Errorf("scan inserted mail: %w", err)
-		}
-		k := [2]string{id, key}
-		inserted[k] = append(inserted[k], status)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("insert mails: %w", err)
+	inserted, err := scanInserted(rows)
+	if err != nil {
+		return nil, err
 	}
 	reused, err := reusedEventIDs(ctx, q, items, inserted)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var leased []ClaimedMail
 	for i, it := range items {
 		k := [2]string{it.Mail.EventID, it.Mail.DedupeKey}
 		got := inserted[k]
@@ -284,8 +332,11 @@ func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []I
 			res[i] = IngestResult{Disposition: mailtype.DispositionDuplicate}
 		case it.Mail.Stale:
 			res[i] = IngestResult{Disposition: mailtype.DispositionStale}
-		case got[0] == string(mailtype.StatusHeld):
+		case got[0].status == string(mailtype.StatusHeld):
 			res[i] = IngestResult{Disposition: mailtype.DispositionHeld}
+		case got[0].status == string(mailtype.StatusSending):
+			res[i] = IngestResult{Disposition: mailtype.DispositionInserted, Leased: true}
+			leased = append(leased, got[0].claimed(it.Mail))
 		default:
 			res[i] = IngestResult{Disposition: mailtype.DispositionInserted}
 		}
@@ -293,11 +344,55 @@ func insertMails(ctx context.Context, q querier, limit RecipientLimit, items []I
 			inserted[k] = got[1:] // an identical later item in the batch is the duplicate
 		}
 	}
-	return nil
+	return leased, nil
 }
 
-// insertMailsArgs are the 21 column arrays of insertMailsSQL.
-func insertMailsArgs(items []IngestItem) []any {
+// insertedRow is one row an insert of mails returned (insertedColumns).
+type insertedRow struct {
+	status      string
+	id          int64
+	token       int
+	lockedUntil time.Time
+	createdAt   time.Time
+	suppressed  bool
+}
+
+// scanInserted reads insertedColumns, by event id and dedupe key.
+func scanInserted(rows pgx.Rows) (map[[2]string][]insertedRow, error) {
+	defer rows.Close()
+	inserted := map[[2]string][]insertedRow{}
+	for rows.Next() {
+		var k [2]string
+		var r insertedRow
+		if err := rows.Scan(&k[0], &k[1], &r.status, &r.id, &r.token, &r.lockedUntil, &r.createdAt, &r.suppressed); err != nil {
+			return nil, fmt.Errorf("scan inserted mail: %w", err)
+		}
+		inserted[k] = append(inserted[k], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert mails: %w", err)
+	}
+	return inserted, nil
+}
+
+// claimed is the leased row r of m as a claim returns it.
+func (r insertedRow) claimed(m *NewMail) ClaimedMail {
+	occurred := m.OccurredAt
+	if occurred.IsZero() {
+		occurred = r.createdAt
+	}
+	return ClaimedMail{Fence: Fence{ID: r.id, Token: r.token}, EventID: m.EventID, DedupeKey: m.DedupeKey,
+		OrderID: m.OrderID, Template: m.Template, Locale: m.Locale, ToEmail: m.ToEmail, ToName: m.ToName,
+		From: m.From, ReplyTo: m.ReplyTo, IdempotencyKey: m.IdempotencyKey, Subject: m.Subject,
+		BodyText: m.BodyText, BodyHTML: m.BodyHTML, MessageID: m.MessageID, CreatedAt: r.createdAt,
+		FirstAttemptAt: r.createdAt, LockedUntil: r.lockedUntil, OccurredAt: occurred, Suppressed: r.suppressed,
+		TraceContext: m.TraceContext, Lane: m.Lane, Revision: revisionOr1(m.Revision)}
+}
+
+// insertMailsArgs are the 23 column arrays of insertMailsSQL; the first
+// lease mails that may be leased (fresh, without attachments) are written
+// sending.
+func insertMailsArgs(items []IngestItem, lease int) []any {
 	n := len(items)
 	cols := make([][]string, 19)
 	for c := range cols {
@@ -307,9 +402,13 @@ func insertMailsArgs(items []IngestItem) []any {
 	for i, it := range items {
 		m := it.Mail
 		status, lastErr, lastClass := string(mailtype.StatusPending), "", ""
-		if m.Stale {
+		switch {
+		case m.Stale:
 			status, lastErr = string(mailtype.StatusFailed), string(mailtype.ReasonStale)+": event older than its max age"
 			lastClass = string(mailtype.Permanent)
+		case !m.HasAttachments && m.From != "" && lease > 0: // a row without From is a legacy row to a claim
+			status = string(mailtype.StatusSending)
+			lease--
 		}
 		payload := string(m.Payload)
 		if payload == "" {
@@ -339,7 +438,7 @@ const reusedEventIDsSQL = `SELECT event_id::text, dedupe_key FROM mail WHERE eve
 // their event_id has: a key other than the item's means a producer reused
 // an event id for another intent (docs/contract.md, "Input"). One more
 // statement, only in a batch with a skipped item (a redelivery, usually).
-func reusedEventIDs(ctx context.Context, q querier, items []IngestItem, inserted map[[2]string][]string) (map[string]string, error) {
+func reusedEventIDs(ctx context.Context, q querier, items []IngestItem, inserted map[[2]string][]insertedRow) (map[string]string, error) {
 	var ids []string
 	for _, it := range items {
 		if _, ok := inserted[[2]string{it.Mail.EventID, it.Mail.DedupeKey}]; !ok {

@@ -92,7 +92,7 @@ func (s *Store) insertNotice(ctx context.Context, tx dbtx, confirmation, traceCo
 	// Outside the per-recipient limit: the notice corrects a mail that was
 	// already handed over, and holding it would leave the customer with the
 	// confirmation of a cancelled order.
-	if err := insertMails(ctx, tx, RecipientLimit{}, []IngestItem{{Mail: &m}}, res); err != nil {
+	if _, err := insertMails(ctx, tx, RecipientLimit{}, IngestLease{}, []IngestItem{{Mail: &m}}, res); err != nil {
 		return false, fmt.Errorf("insert the notice of %s: %w", confirmation, err)
 	}
 	return res[0].Disposition == mailtype.DispositionInserted, nil

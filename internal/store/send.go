@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -111,9 +112,18 @@ type Finished struct {
 // late write onto a row the janitor settled already. The lock is taken in
 // primary-key order, so two concurrent writes cannot deadlock.
 const finishManySQL = `
-WITH prior AS (
+WITH ` + finishPriorCTE + finishUpdateSQL
+
+// finishPriorCTE is finishManySQL's prior: the rows locked, in primary-key
+// order, as they were before the write.
+const finishPriorCTE = `prior AS (
     SELECT id, status, cancel_requested, ambiguous FROM mail WHERE id = ANY ($1::bigint[]) ORDER BY id FOR UPDATE
 )
+`
+
+// finishUpdateSQL is finishManySQL's fenced write, which finishSQL (the
+// write and its feedback in one statement) runs as a CTE too.
+const finishUpdateSQL = `
 UPDATE mail m SET
     status = x.next,
     send_after = CASE WHEN x.next = 'pending' THEN now() + o.retry_ms * interval '1 millisecond' ELSE m.send_after END,
@@ -152,6 +162,30 @@ type Attempt struct {
 	// answer) is also written when the janitor settled the row meanwhile
 	// (pending or unknown, same token): see finishManySQL.
 	Settle bool
+	// Known, when set, is what the writer knows of the row: its outcome
+	// event is then encoded before the write and written by the same
+	// statement (finishSQL). Nil: the event is built from the row the
+	// write returns, in a second statement.
+	Known *Known
+}
+
+// Known is what the writer of an outcome knows of its row from the claim
+// (ClaimedMail) and the send's started mark (Started.TotalSends): what the
+// outcome event says of the mail besides the outcome. A Known that does
+// not match the row costs one more round trip, never a wrong event: the
+// write checks the status and sends it predicts, and the rest is checked
+// before the commit.
+type Known struct {
+	DedupeKey, OrderID, Template string
+	// EventID is the input event's id ("" for none); TraceContext the
+	// row's stored trace context ("" for none).
+	EventID, TraceContext string
+	// Revision is the order revision of the mail (>= 1).
+	Revision int
+	// Sends is the row's sends after the mark (Started.TotalSends): an
+	// outcome that is not a release leaves it as it is.
+	Sends     int
+	CreatedAt time.Time
 }
 
 // AttemptResult is what FinishAttempts did with one Attempt: Err is nil or
@@ -199,12 +233,25 @@ func (s *Store) FinishAndStart(ctx context.Context, as []Attempt, starts []Fence
 	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
 		var err error
 		started, err = s.finishPipelined(ctx, c.Conn(), as, res, starts, lease)
+		if errors.Is(err, errKnownMissed) {
+			started, err = s.finishPipelined(ctx, c.Conn(), unknown(as), res, starts, lease)
+		}
 		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("finish %d attempts, start %d: %w", len(as), len(starts), interpretError(err))
 	}
 	return res, started, nil
+}
+
+// unknown is as without what the writer knew of the rows (Known).
+func unknown(as []Attempt) []Attempt {
+	out := make([]Attempt, len(as))
+	for i, a := range as {
+		a.Known = nil
+		out[i] = a
+	}
+	return out
 }
 
 // notice is a cancellation notice to write: the key of the confirmation
@@ -242,8 +289,9 @@ func outcomeArgs(as []Attempt) []any {
 
 // applyFinished fills res from the rows finishManySQL returned (an attempt
 // without its row lost its lease) and returns the feedback events and
-// notices to write.
-func applyFinished(as []Attempt, got map[Fence]finishedRow, res []AttemptResult) ([]Feedback, []notice) {
+// notices still to write: written[i] says that the outcome event of as[i]
+// was written with the outcome already (finishSQL).
+func applyFinished(as []Attempt, got map[Fence]finishedRow, res []AttemptResult, written []bool) ([]Feedback, []notice) {
 	var fbs []Feedback
 	var notices []notice
 	for i, a := range as {
@@ -257,29 +305,38 @@ func applyFinished(as []Attempt, got map[Fence]finishedRow, res []AttemptResult)
 		if res[i].Event == "" {
 			continue
 		}
-		o, fb := a.Outcome, r.fb
-		fb.Type, fb.Status, fb.Attempts = res[i].Event, r.status, r.sends
-		fb.Provider, fb.ProviderMessageID, fb.FailoverFrom = o.Provider, o.ProviderMessageID, o.FailoverFrom
-		if o.TraceContext != "" {
-			fb.TraceContext = o.TraceContext
+		fb := eventOf(a.Outcome, r)
+		if !written[i] {
+			fbs = append(fbs, fb)
 		}
-		if o.Release && !o.Ambiguous {
-			fb.Provider, fb.FailoverFrom = "", ""
-		}
-		if r.status != mailtype.StatusSent {
-			fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
-			fb.Detail = o.Detail
-		}
-		if r.releasedUnknown {
-			fb.ErrorClass, fb.ErrorReason, fb.Error = releasedUnknown(o, r.cancelRequested)
-		}
-		fbs = append(fbs, fb)
 		if r.cancelRequested && (r.status == mailtype.StatusSent || r.status == mailtype.StatusUnknown) {
 			fbs = append(fbs, tooLate(fb, r.cancelEventID))
 			notices = append(notices, notice{key: fb.DedupeKey, traceContext: fb.TraceContext})
 		}
 	}
 	return fbs, notices
+}
+
+// eventOf is the outcome event of o written onto the row r (r.status has
+// an event).
+func eventOf(o Outcome, r finishedRow) Feedback {
+	fb := r.fb
+	fb.Type, fb.Status, fb.Attempts = feedbackType(r.status), r.status, r.sends
+	fb.Provider, fb.ProviderMessageID, fb.FailoverFrom = o.Provider, o.ProviderMessageID, o.FailoverFrom
+	if o.TraceContext != "" {
+		fb.TraceContext = o.TraceContext
+	}
+	if o.Release && !o.Ambiguous {
+		fb.Provider, fb.FailoverFrom = "", ""
+	}
+	if r.status != mailtype.StatusSent {
+		fb.ErrorClass, fb.ErrorReason, fb.Error = o.ErrorClass, o.ErrorReason, o.Error
+		fb.Detail = o.Detail
+	}
+	if r.releasedUnknown {
+		fb.ErrorClass, fb.ErrorReason, fb.Error = releasedUnknown(o, r.cancelRequested)
+	}
+	return fb
 }
 
 // finishedRow is one row finishManySQL wrote.

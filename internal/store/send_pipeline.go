@@ -13,9 +13,14 @@ const rollbackTimeout = 5 * time.Second
 
 // finishPipelined is FinishAndStart's transaction on c in two round trips
 // where pgx.BeginFunc took five (BEGIN, outcomes, outbox, marks, COMMIT):
-// BEGIN and the fenced outcome writes go in one pipelined batch; the
-// feedback events, which are built from the rows those writes returned,
-// the send-started marks and COMMIT go in the second. A cancellation
+// BEGIN and one statement go in one pipelined batch, COMMIT in the
+// second. The statement (finishSQL) writes the fenced outcomes, the
+// outcome events the writer could encode before the write
+// (Attempt.Known) and the send-started marks; the second batch adds the
+// events built from the rows the write returned (the rest) before COMMIT.
+// When a mark is for a row with an outcome in the same call, the outcomes
+// go alone in the first batch (finishManySQL) and the marks in the
+// second. A cancellation
 // notice (rare: a cancel that came too late) takes its own round trips in
 // between. Within a batch the server skips every statement after a failed
 // one, so COMMIT never runs after an error; the transaction left open is
@@ -37,11 +42,19 @@ func (s *Store) finishPipelined(ctx context.Context, c *pgx.Conn, as []Attempt, 
 			_, _ = c.Exec(rctx, "ROLLBACK")
 		}
 	}()
-	got, err := beginAndFinish(ctx, c, as)
+	marked := len(starts) == 0
+	var got map[Fence]finishedRow
+	written := make([]bool, len(as))
+	if disjoint(as, starts) {
+		got, written, started, err = s.beginAndFinishOne(ctx, c, as, starts, lease)
+		marked = true
+	} else {
+		got, err = beginAndFinish(ctx, c, as)
+	}
 	if err != nil {
 		return nil, err
 	}
-	fbs, notices := applyFinished(as, got, res)
+	fbs, notices := applyFinished(as, got, res, written)
 	if err := suppressRefused(ctx, c, as, res); err != nil {
 		return nil, err
 	}
@@ -58,12 +71,15 @@ func (s *Store) finishPipelined(ctx context.Context, c *pgx.Conn, as []Attempt, 
 		}
 		b.Queue(insertOutboxManySQL, args...)
 	}
-	if len(starts) > 0 {
+	if !marked {
 		b.Queue(markStartedSQL, markArgs(starts, lease)...)
 	}
 	b.Queue("COMMIT")
 	br := c.SendBatch(ctx, b)
-	started, err = readOutboxMarksCommit(br, len(fbs) > 0, len(starts) > 0)
+	more, err := readOutboxMarksCommit(br, len(fbs) > 0, !marked)
+	if !marked {
+		started = more
+	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}

@@ -26,17 +26,18 @@ func setupPipeline(t *testing.T, sc *storetest.Schema) pipelineCase {
 	got, err := sc.Store.ClaimMails(ctx, store.ClaimParams{Limit: 2, Lease: time.Minute, Worker: "w"})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
-	byOrder := map[string]store.Fence{}
+	byOrder := map[string]store.ClaimedMail{}
 	for _, m := range got {
-		byOrder[m.OrderID] = m.Fence
+		byOrder[m.OrderID] = m
 	}
-	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byOrder["1"]}, store.StartLease{Renew: time.Minute, Keep: time.Minute})
+	started, err := sc.Store.MarkStarted(ctx, []store.Fence{byOrder["1"].Fence}, store.StartLease{Renew: time.Minute, Keep: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, started, 1)
+	one := byOrder["1"]
 	return pipelineCase{
-		as: []store.Attempt{{Fence: byOrder["1"], Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp",
-			ProviderMessageID: "pm-1"}}},
-		starts: []store.Fence{byOrder["2"]},
+		as: []store.Attempt{{Fence: one.Fence, Outcome: store.Outcome{Status: mailtype.StatusSent, Provider: "smtp",
+			ProviderMessageID: "pm-1"}, Known: one.Known(started[0])}},
+		starts: []store.Fence{byOrder["2"].Fence},
 	}
 }
 

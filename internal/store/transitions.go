@@ -23,7 +23,7 @@ type Transition struct {
 // mail.status is missing here, when a statement named here no longer
 // writes it, when a statement whose statuses are literals writes one this
 // index does not list for it, and when the table in docs/design.md,
-// generated from this index, differs. The statuses of finishManySQL,
+// generated from this index, differs. The statuses of finishUpdateSQL,
 // insertMailsSQL and insertLimitedMailsSQL are computed in Go (an
 // Outcome, an ingested mail's status), so for those three the "to" side
 // is checked by their own tests, not by the parser.
@@ -31,9 +31,11 @@ var transitions = []Transition{
 	// Ingest: a new row per mail, pending or, past its max age, failed.
 	{"", mailtype.StatusPending, "insertMailsSQL", "an `OrderConfirmed`; a cancellation notice"},
 	{"", mailtype.StatusFailed, "insertMailsSQL", "an `OrderConfirmed` older than its max age (`stale`)"},
+	{"", mailtype.StatusSending, "insertMailsSQL", "an `OrderConfirmed` leased to its own process's sender as it is written (handed over in memory)"},
 	{"", mailtype.StatusPending, "insertLimitedMailsSQL", "an `OrderConfirmed` within `mail.recipient_limit`"},
 	{"", mailtype.StatusHeld, "insertLimitedMailsSQL", "an `OrderConfirmed` over `mail.recipient_limit`"},
 	{"", mailtype.StatusFailed, "insertLimitedMailsSQL", "an `OrderConfirmed` older than its max age (`stale`)"},
+	{"", mailtype.StatusSending, "insertLimitedMailsSQL", "an `OrderConfirmed` within `mail.recipient_limit`, leased to its own process's sender (handed over in memory)"},
 	{"", mailtype.StatusFailed, "insertFailedNoticeSQL", "a cancellation notice that could not be rendered"},
 	{"", mailtype.StatusPending, "insertResendSQL", "`mail resend` (a new row `KEY:resend:N`)"},
 
@@ -46,15 +48,15 @@ var transitions = []Transition{
 	// The sender.
 	{mailtype.StatusPending, mailtype.StatusSending, "claimSQL", "the claim"},
 	{mailtype.StatusSending, mailtype.StatusSending, "claimSQL", "the silent reclaim of an expired claim that never started a send"},
-	{mailtype.StatusSending, mailtype.StatusSent, "finishManySQL", "the fenced outcome write: the provider accepted it"},
-	{mailtype.StatusSending, mailtype.StatusPending, "finishManySQL", "the fenced outcome write: a retried error, a rate limit or pause, a release; the janitor's verdict"},
-	{mailtype.StatusSending, mailtype.StatusFailed, "finishManySQL", "the fenced outcome write: a permanent error, sends exhausted, stale or suppressed; the janitor's verdict"},
-	{mailtype.StatusSending, mailtype.StatusUnknown, "finishManySQL", "the fenced outcome write: an ambiguous outcome not retried, or a release or failure after one; the janitor's verdict"},
-	{mailtype.StatusSending, mailtype.StatusCancelled, "finishManySQL", "the fenced outcome write: a release or failure of a mail whose cancel was requested"},
-	{mailtype.StatusPending, mailtype.StatusSent, "finishManySQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
-	{mailtype.StatusPending, mailtype.StatusFailed, "finishManySQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
-	{mailtype.StatusUnknown, mailtype.StatusSent, "finishManySQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
-	{mailtype.StatusUnknown, mailtype.StatusFailed, "finishManySQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
+	{mailtype.StatusSending, mailtype.StatusSent, "finishUpdateSQL", "the fenced outcome write: the provider accepted it"},
+	{mailtype.StatusSending, mailtype.StatusPending, "finishUpdateSQL", "the fenced outcome write: a retried error, a rate limit or pause, a release; the janitor's verdict"},
+	{mailtype.StatusSending, mailtype.StatusFailed, "finishUpdateSQL", "the fenced outcome write: a permanent error, sends exhausted, stale or suppressed; the janitor's verdict"},
+	{mailtype.StatusSending, mailtype.StatusUnknown, "finishUpdateSQL", "the fenced outcome write: an ambiguous outcome not retried, or a release or failure after one; the janitor's verdict"},
+	{mailtype.StatusSending, mailtype.StatusCancelled, "finishUpdateSQL", "the fenced outcome write: a release or failure of a mail whose cancel was requested"},
+	{mailtype.StatusPending, mailtype.StatusSent, "finishUpdateSQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
+	{mailtype.StatusPending, mailtype.StatusFailed, "finishUpdateSQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
+	{mailtype.StatusUnknown, mailtype.StatusSent, "finishUpdateSQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
+	{mailtype.StatusUnknown, mailtype.StatusFailed, "finishUpdateSQL", "the owner's late write of the provider's answer after the janitor's verdict (same token)"},
 
 	// Attachments.
 	{mailtype.StatusPending, mailtype.StatusFailed, "failAttachSQL", "a required attachment that could not be had"},
