@@ -53,3 +53,50 @@ func TestRateLimitWaitEndsWithTheContext(t *testing.T) {
 	clk.Advance(time.Second)
 	require.Equal(t, 1, p.takeTokens(context.Background(), 3), "the cancelled reservation gave its token back")
 }
+
+// TestLingerHoldsOutcomesForTheNextMark: a write of outcomes alone waits
+// up to OutcomeLinger on the pool's clock and takes the requests that
+// come meanwhile, up to the first mark (which must not wait): the
+// outcomes and that mark go in one commit. With no mark it goes alone
+// once the linger ended; with OutcomeLinger 0 it never waits.
+func TestLingerHoldsOutcomesForTheNextMark(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clk := clockwork.NewFakeClock()
+	c := &completer{clock: clk, cfg: Config{OutcomeLinger: 5 * time.Millisecond}, writes: make(chan *writeRequest, 8)}
+	out := &writeRequest{out: &result{}}
+	got := make(chan []*writeRequest, 1)
+
+	go func() { got <- c.linger([]*writeRequest{out}) }()
+	require.NoError(t, clk.BlockUntilContext(ctx, 1), "the linger waits on the clock")
+	other, mark, late := &writeRequest{out: &result{}}, &writeRequest{start: &job{}}, &writeRequest{out: &result{}}
+	c.writes <- other
+	c.writes <- mark
+	require.Equal(t, []*writeRequest{out, other, mark}, <-got, "up to the first mark, no time passed")
+	c.writes <- late
+
+	go func() { got <- c.linger([]*writeRequest{out}) }()
+	require.NoError(t, clk.BlockUntilContext(ctx, 1))
+	require.Equal(t, []*writeRequest{out, late}, drainUntil(t, clk, got, 5*time.Millisecond), "alone but for what came, after 5 ms")
+
+	c.cfg.OutcomeLinger = 0
+	require.Equal(t, []*writeRequest{out}, c.linger([]*writeRequest{out}))
+}
+
+// drainUntil advances clk by d and returns what got then holds.
+func drainUntil(t *testing.T, clk *clockwork.FakeClock, got chan []*writeRequest, d time.Duration) []*writeRequest {
+	t.Helper()
+	select {
+	case b := <-got:
+		t.Fatalf("the linger ended before its time with %d requests", len(b))
+	default:
+	}
+	clk.Advance(d - time.Nanosecond)
+	select {
+	case b := <-got:
+		t.Fatalf("the linger ended before its time with %d requests", len(b))
+	default:
+	}
+	clk.Advance(time.Nanosecond)
+	return <-got
+}

@@ -100,8 +100,48 @@ func (c *completer) writeLoop(soft, hard context.Context) {
 				break more
 			}
 		}
+		if !hasStart(batch) {
+			batch = c.linger(batch)
+		}
 		c.writeBatch(soft, hard, batch)
 	}
+}
+
+// hasStart reports whether a request of batch marks a send started.
+func hasStart(batch []*writeRequest) bool {
+	for _, r := range batch {
+		if r.start != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// linger holds a batch of outcomes alone for up to cfg.OutcomeLinger on
+// the pool's clock, taking the requests that come meanwhile, until one
+// marks a send started (it must not wait: a send waits for it) or the
+// batch is full; then the outcomes and that mark share one commit.
+func (c *completer) linger(batch []*writeRequest) []*writeRequest {
+	if c.cfg.OutcomeLinger <= 0 {
+		return batch
+	}
+	t := c.clock.NewTimer(c.cfg.OutcomeLinger)
+	defer t.Stop()
+	for len(batch) < maxWriteBatch {
+		select {
+		case r, ok := <-c.writes:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, r)
+			if r.start != nil {
+				return batch
+			}
+		case <-t.Chan():
+			return batch
+		}
+	}
+	return batch
 }
 
 // writeBatch commits a batch and answers every request. A database error

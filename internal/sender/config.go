@@ -120,7 +120,20 @@ type Config struct {
 	// a credential in a reply (the daemon sets the SMTP password, the Resend
 	// API key and the database password).
 	Secrets []string
+	// OutcomeLinger is how long the completer holds a write of outcomes
+	// alone for a send-started mark to share its commit (completer.linger):
+	// at a low rate a worker's outcome and another worker's next mark are
+	// then one commit instead of two. It delays the outcome's feedback
+	// event and frees its worker as much later, never a send. 0 writes at
+	// once (a Config built in code); Settings.Config sets
+	// DefaultOutcomeLinger.
+	OutcomeLinger time.Duration
 }
+
+// DefaultOutcomeLinger is the daemon's Config.OutcomeLinger: the relay's
+// own linger after a wake-up (5 ms), so that a lingering outcome's event
+// still goes out in the round it would have woken.
+const DefaultOutcomeLinger = 5 * time.Millisecond
 
 // NoAmbiguousRetries is Config.AmbiguousRetries for "no resend after an
 // ambiguous outcome" (sender.ambiguous_retries: 0), since 0 means the

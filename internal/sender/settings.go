@@ -181,6 +181,7 @@ func (s Settings) Config() Config {
 		BreakerThreshold: s.BreakerThreshold, BreakerProbe: s.BreakerProbeInterval, QuotaProbe: s.QuotaProbeInterval,
 		SlowSendThreshold: s.SlowSendThreshold, SlowSendWindow: s.SlowSendWindow,
 		SlowSendConcurrency: s.SlowSendConcurrency, PriorityWeight: s.PriorityWeight,
+		OutcomeLinger: DefaultOutcomeLinger,
 	}
 	if s.SlowSendThreshold == 0 {
 		c.SlowSendThreshold = NoSlowSendGuard
