@@ -39,6 +39,8 @@ func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db
 	if err := r.declare(pub); err != nil {
 		return err
 	}
+	m := &marks{db: db, epoch: epoch}
+	defer r.flushMarks(rctx, m)
 	nextRetention := time.Now()
 	failures := 0
 	for ctx.Err() == nil {
@@ -47,7 +49,7 @@ func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db
 				return err
 			}
 		}
-		full, err := r.round(rctx, pub, db, epoch)
+		full, err := r.round(rctx, pub, m)
 		if err == nil && !time.Now().Before(nextRetention) {
 			err = r.retain(rctx, db)
 			nextRetention = time.Now().Add(r.cfg.RetentionInterval)
@@ -65,10 +67,68 @@ func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db
 		}
 		failures = 0
 		if !full {
-			r.idle(ctx, pub)
+			r.idle(ctx, pub, m)
 		}
 	}
 	return nil
+}
+
+// markLinger is how long the relay holds a round's published marks for
+// the next round's fetch, which writes them in its own statement
+// (store.RelayDB.FetchOutbox): at a steady rate the next round starts
+// within it, and a round costs one statement where it cost two. An idle
+// relay writes them alone once it ended, and the publish loop writes them
+// when it ends, so a mark is late by about this much at most. A relay
+// that dies meanwhile leaves those rows to be published again by the next
+// leader, which at-least-once delivery allows (consumers dedupe by
+// event_id).
+const markLinger = 50 * time.Millisecond
+
+// marks are the rows of a leadership's last round that the broker acked
+// and that are not marked published yet (owed), with the round's rows,
+// counted as published once their marks are written, and when the broker
+// acked them.
+type marks struct {
+	db    DB
+	epoch int64
+	owed  []int64
+	rows  []store.OutboxRow
+	acked time.Time
+}
+
+// owe defers the marks of rows, all acked at acked.
+func (m *marks) owe(published []int64, rows []store.OutboxRow, acked time.Time) {
+	m.owed, m.rows, m.acked = published, rows, acked
+}
+
+// written reports the rows whose marks were written (the metrics count
+// them now, as published) and forgets them.
+func (r *Relay) written(m *marks) {
+	if len(m.rows) > 0 {
+		r.report(m.rows, make([]error, len(m.rows)), nil, m.acked)
+		r.log.Debug("outbox round", "rows", len(m.rows), "published", len(m.rows), "failed", 0)
+	}
+	m.owed, m.rows = nil, nil
+}
+
+// flushMarks writes the owed marks alone (a short statement bounded by
+// dbTimeout, even once ctx ended). A failure keeps them owed for the next
+// fetch, unless the lease was lost: the next leader publishes them again.
+func (r *Relay) flushMarks(ctx context.Context, m *marks) {
+	if len(m.owed) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dbTimeout)
+	defer cancel()
+	_, err := m.db.RecordOutboxResults(wctx, m.epoch, m.owed, nil, r.cfg.MaxAttempts)
+	switch {
+	case err == nil:
+		r.written(m)
+	case errors.Is(err, store.ErrRelayLeaseLost):
+		m.owed, m.rows = nil, nil
+	default:
+		r.log.Warn("mark published outbox rows: retrying with the next fetch", "rows", len(m.owed), "error", err)
+	}
 }
 
 // declare declares the events exchange (and queue) when configured.
@@ -93,8 +153,26 @@ func (r *Relay) declare(pub *broker.Publisher) error {
 const linger = 5 * time.Millisecond
 
 // idle waits for a wake-up (then linger more), the poll interval, the
-// channel closing or ctx.
-func (r *Relay) idle(ctx context.Context, pub *broker.Publisher) {
+// channel closing or ctx. With marks owed, it waits markLinger for a
+// wake-up first (the next fetch writes them), then writes them alone.
+func (r *Relay) idle(ctx context.Context, pub *broker.Publisher, m *marks) {
+	if len(m.owed) > 0 {
+		t := time.NewTimer(markLinger)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-r.wake:
+			t.Stop()
+			backoff.Sleep(ctx.Done(), linger)
+			return
+		case <-pub.Closed():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		r.flushMarks(ctx, m)
+	}
 	t := time.NewTimer(r.cfg.PollInterval)
 	defer t.Stop()
 	select {
@@ -120,30 +198,37 @@ func (r *Relay) coveredWake() {
 	}
 }
 
-// round fetches due rows, publishes them, waits for the confirms, then
-// records the results in one short transaction, both fenced by the lease
-// epoch. full reports a full batch (more rows are likely due).
-func (r *Relay) round(ctx context.Context, pub *broker.Publisher, db DB, epoch int64) (full bool, err error) {
+// round writes the marks owed (m) and fetches due rows in one statement,
+// publishes the rows, and waits for the confirms. When every row was
+// acked, their marks are owed to the next fetch (markLinger); otherwise the
+// results are recorded in one short transaction. Every write is fenced by
+// the lease epoch. full reports a full batch (more rows are likely due).
+func (r *Relay) round(ctx context.Context, pub *broker.Publisher, m *marks) (full bool, err error) {
 	r.coveredWake()
 	fctx, cancel := context.WithTimeout(ctx, dbTimeout)
-	rows, err := db.FetchOutbox(fctx, epoch, r.cfg.BatchSize)
+	rows, err := m.db.FetchOutbox(fctx, m.epoch, r.cfg.BatchSize, m.owed)
 	cancel()
 	if err != nil {
 		return false, &dbError{err}
 	}
+	r.written(m) // with the lease lost nothing was marked, but the broker has the events: the next leader publishes them again
 	if len(rows) == 0 {
 		return false, nil
 	}
 	errs := r.publishRows(ctx, pub, rows)
 	r.testSignals.confirmed.reach(ctx)
 	published, failed := r.results(rows, errs)
+	if len(failed) == 0 {
+		m.owe(published, rows, time.Now())
+		return len(rows) == r.cfg.BatchSize, nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	attempts, err := db.RecordOutboxResults(rctx, epoch, published, failed, r.cfg.MaxAttempts)
+	attempts, err := m.db.RecordOutboxResults(rctx, m.epoch, published, failed, r.cfg.MaxAttempts)
 	if err != nil {
 		return false, &dbError{err}
 	}
-	r.report(rows, errs, attempts)
+	r.report(rows, errs, attempts, time.Now())
 	r.log.Debug("outbox round", "rows", len(rows), "published", len(published), "failed", len(failed))
 	return len(rows) == r.cfg.BatchSize, nil
 }
@@ -301,10 +386,9 @@ func describe(reason mailtype.Reason, err error, row store.OutboxRow) string {
 
 // report counts the round in the metrics and logs failures: one warning
 // per round, one error per row that just went dead.
-func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.OutboxAttempt) {
+func (r *Relay) report(rows []store.OutboxRow, errs []error, attempts []store.OutboxAttempt, now time.Time) {
 	failures := map[mailtype.Reason]int{}
 	var first error
-	now := time.Now()
 	for i, row := range rows {
 		if errs[i] == nil {
 			r.m.Published.WithLabelValues(row.EventType).Inc()

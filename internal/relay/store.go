@@ -28,7 +28,7 @@ type DB interface {
 	RenewLease(ctx context.Context, epoch int64, ttl time.Duration) error
 	ReleaseLease(ctx context.Context, epoch int64) error
 	LeaseHolder(ctx context.Context) (holder string, remaining time.Duration, err error)
-	FetchOutbox(ctx context.Context, epoch int64, limit int) ([]store.OutboxRow, error)
+	FetchOutbox(ctx context.Context, epoch int64, limit int, published []int64) ([]store.OutboxRow, error)
 	RecordOutboxResults(ctx context.Context, epoch int64, published []int64, failed []store.OutboxFailure, maxAttempts int) ([]store.OutboxAttempt, error)
 	DeletePublishedOutbox(ctx context.Context, before time.Time, limit int) (int64, error)
 	Close()

@@ -194,7 +194,7 @@ func TestRelayStatementsInEveryExecMode(t *testing.T) {
 			require.True(t, held)
 			require.NoError(t, sess.RenewLease(ctx, epoch, time.Minute))
 
-			rows, err := sess.FetchOutbox(ctx, epoch, 10)
+			rows, err := sess.FetchOutbox(ctx, epoch, 10, nil)
 			require.NoError(t, err)
 			require.Len(t, rows, 3)
 			for i, r := range rows {

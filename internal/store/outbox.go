@@ -58,8 +58,12 @@ type OutboxAttempt struct {
 	Dead bool
 }
 
-// fetchOutboxSQL takes due rows oldest first, and only for the current,
-// unexpired lease epoch ($2): a relay that lost its lease, or whose lease
+// fetchOutboxSQL marks the rows $3 published behind the lease fence
+// (markPublishedFencedSQL's mark: only while epoch $2 is current, its
+// commit not waiting for the WAL flush; the lease row is locked only when
+// there is something to mark), then takes due rows oldest first,
+// leaving out the rows it marks (the statement's snapshot still sees them
+// unpublished), and only for the current, unexpired lease epoch $2: a relay that lost its lease, or whose lease
 // ran out on the database's clock, fetches nothing and so publishes
 // nothing that the next leader will publish again. A row waits while an earlier
 // row of the same order is unpublished and alive (not dead), so one order's
@@ -74,32 +78,52 @@ type OutboxAttempt struct {
 // scanned the whole index per candidate (415 ms instead of 0.5 ms for 100
 // of 20,000 rows).
 const fetchOutboxSQL = `
+WITH async AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS setting),
+lease AS MATERIALIZED (
+    SELECT epoch FROM relay_lease WHERE singleton AND epoch = $2 AND cardinality($3::bigint[]) > 0 FOR SHARE),
+marked AS (
+    UPDATE outbox SET published_at = now()
+    WHERE id = ANY($3::bigint[]) AND published_at IS NULL AND EXISTS (SELECT 1 FROM lease)
+      AND (SELECT setting FROM async) = 'off')
 SELECT o.id, o.event_id::text, o.exchange, o.routing_key, o.event_type, coalesce(o.dedupe_key, ''),
        o.payload::text, o.created_at, o.attempts, coalesce(o.trace_context, '')
 FROM outbox o
-WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now()
+WHERE o.published_at IS NULL AND o.dead_at IS NULL AND o.next_attempt_at <= now() AND o.id <> ALL($3::bigint[])
   AND EXISTS (SELECT 1 FROM relay_lease l WHERE l.singleton AND l.epoch = $2 AND l.expires_at > now())
   AND (coalesce(o.order_id, '') = '' OR NOT EXISTS (
       SELECT 1 FROM outbox p
       WHERE p.order_id = o.order_id AND p.id < o.id
-        AND p.published_at IS NULL AND p.dead_at IS NULL AND NOT p.unroutable))
+        AND p.published_at IS NULL AND p.dead_at IS NULL AND NOT p.unroutable AND p.id <> ALL($3::bigint[])))
 ORDER BY o.id
 LIMIT $1`
 
-// FetchOutbox returns at most limit due, unpublished, live rows, oldest
-// first, at most one per order (see fetchOutboxSQL), while epoch holds an
-// unexpired lease; otherwise none (the lease keeper finds out why). Errors
-// are classified transient (mailtype.ReasonDatabase) when the connection
-// failed.
-func (r *RelayDB) FetchOutbox(ctx context.Context, epoch int64, limit int) ([]OutboxRow, error) {
-	rows, err := r.pool.Query(ctx, fetchOutboxSQL, limit, epoch)
+// FetchOutbox marks the rows of published published (the previous round's
+// rows the broker acked, whose mark the relay deferred to this fetch),
+// then returns at most limit due, unpublished, live rows, oldest first, at
+// most one per order (see fetchOutboxSQL), in one autocommit statement:
+// a round of the relay costs one statement, where a fetch and a mark were
+// two. Both happen only while epoch holds the lease: the mark under the
+// lease row's lock (a relay that took the lease over waits for the
+// commit, and once it has taken it nothing is marked: it publishes those
+// rows again, which at-least-once allows); the fetch only while the lease
+// has not expired on the database's clock, otherwise it returns none (the
+// lease keeper finds out why). The mark commits without waiting for the
+// WAL flush, as markPublishedFencedSQL's. Errors are classified transient
+// (mailtype.ReasonDatabase) when the connection failed, and then nothing
+// was marked.
+func (r *RelayDB) FetchOutbox(ctx context.Context, epoch int64, limit int, published []int64) ([]OutboxRow, error) {
+	if published == nil {
+		published = []int64{}
+	}
+	rows, err := r.pool.Query(ctx, fetchOutboxSQL, limit, epoch, published)
 	if err != nil {
 		return nil, fmt.Errorf("fetch outbox: %w", interpretError(err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (OutboxRow, error) {
 		var o OutboxRow
 		var payload string
-		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &o.DedupeKey, &payload, &o.CreatedAt, &o.Attempts, &o.TraceContext)
+		err := row.Scan(&o.ID, &o.EventID, &o.Exchange, &o.RoutingKey, &o.EventType, &o.DedupeKey, &payload, &o.CreatedAt,
+			&o.Attempts, &o.TraceContext)
 		o.Payload = []byte(payload)
 		return o, err
 	})

@@ -26,7 +26,7 @@ type relaySession struct {
 }
 
 func (s *relaySession) FetchOutbox(ctx context.Context, limit int) ([]store.OutboxRow, error) {
-	return s.RelayDB.FetchOutbox(ctx, s.epoch, limit)
+	return s.RelayDB.FetchOutbox(ctx, s.epoch, limit, nil)
 }
 
 func (s *relaySession) RecordOutboxResults(ctx context.Context, published []int64, failed []store.OutboxFailure, maxAttempts int) ([]store.OutboxAttempt, error) {
@@ -230,4 +230,30 @@ func TestPublishedMarkDoesNotWaitForTheFlush(t *testing.T) {
 	require.Equal(t, "on", after, "only for its own transaction")
 	require.EqualValues(t, 2, marked)
 	require.Empty(t, fetchIDs(t, b.sess, 10), "both rows are published")
+}
+
+// TestFetchOutboxWritesTheOwedMarks: a fetch given the previous round's
+// acked rows marks them published in its own statement and takes what
+// they released (the next row of their order), never those rows again;
+// a fetch of an epoch that no longer holds the lease marks nothing.
+func TestFetchOutboxWritesTheOwedMarks(t *testing.T) {
+	t.Parallel()
+	b := setupOutbox(t)
+	ctx := testCtx(t)
+	require.NoError(t, storetest.InsertOutbox(ctx, b.sc.Store, feedback("1"), feedback("2"), feedback("1")))
+	a, bID := b.rowIDs(t, "1"), b.rowIDs(t, "2")
+	require.Equal(t, []int64{a[0], bID[0]}, fetchIDs(t, b.sess, 10))
+
+	rows, err := b.sess.RelayDB.FetchOutbox(ctx, b.sess.epoch, 10, []int64{a[0], bID[0]})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, a[1], rows[0].ID, "the marked rows released the next row of their order")
+	require.Equal(t, map[string]string{"1": "1", "2": "1"}, b.sc.QueryMap(t,
+		`SELECT order_id, count(*)::text FROM outbox WHERE published_at IS NOT NULL GROUP BY order_id`))
+
+	stale, err := b.sess.RelayDB.FetchOutbox(ctx, b.sess.epoch+1, 10, []int64{a[1]})
+	require.NoError(t, err)
+	require.Empty(t, stale, "no lease, no rows")
+	require.EqualValues(t, 0, b.sc.QueryInt(t, `SELECT count(*) FROM outbox WHERE id = $1 AND published_at IS NOT NULL`, a[1]),
+		"no lease, no mark")
 }
