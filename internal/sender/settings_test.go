@@ -27,6 +27,7 @@ func TestSettingsDefaultsAreThePoolsDefaults(t *testing.T) {
 	require.Equal(t, mapped, eff, "WithDefaults changed a field a key sets")
 	own.WorkerID, own.DBTimeout = mapped.WorkerID, mapped.DBTimeout
 	own.PriorityWeight = mapped.PriorityWeight // 0 is strict priority in code; the key's default is 4
+	own.OutcomeLinger = mapped.OutcomeLinger   // no key: the daemon lingers, a Config built in code does not
 	require.Equal(t, mapped, own, "a zero Config runs with the keys' defaults")
 }
 

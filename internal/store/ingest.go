@@ -377,15 +377,11 @@ func scanInserted(rows pgx.Rows) (map[[2]string][]insertedRow, error) {
 
 // claimed is the leased row r of m as a claim returns it.
 func (r insertedRow) claimed(m *NewMail) ClaimedMail {
-	occurred := m.OccurredAt
-	if occurred.IsZero() {
-		occurred = r.createdAt
-	}
 	return ClaimedMail{Fence: Fence{ID: r.id, Token: r.token}, EventID: m.EventID, DedupeKey: m.DedupeKey,
 		OrderID: m.OrderID, Template: m.Template, Locale: m.Locale, ToEmail: m.ToEmail, ToName: m.ToName,
 		From: m.From, ReplyTo: m.ReplyTo, IdempotencyKey: m.IdempotencyKey, Subject: m.Subject,
 		BodyText: m.BodyText, BodyHTML: m.BodyHTML, MessageID: m.MessageID, CreatedAt: r.createdAt,
-		FirstAttemptAt: r.createdAt, LockedUntil: r.lockedUntil, OccurredAt: occurred, Suppressed: r.suppressed,
+		FirstAttemptAt: r.createdAt, LockedUntil: r.lockedUntil, OccurredAt: m.OccurredAt, Suppressed: r.suppressed,
 		TraceContext: m.TraceContext, Lane: m.Lane, Revision: revisionOr1(m.Revision)}
 }
 
