@@ -203,6 +203,20 @@ RETURNING m.id, m.attempts, m.id = ANY (ARRAY(SELECT id FROM expired)), COALESCE
     ` + suppressedExpr + `, COALESCE(m.provider, ''),
     COALESCE(m.trace_context, ''), m.lane, m.attach_state IS NOT NULL, m.revision`
 
+// claimableSQL says whether a claim would take a row now (claimSQL's
+// three parts: an expired lease whose send never started, a due pending
+// row of either lane), each an index probe that stops at the first row.
+// An insert leases its mails only while it is false (insertMailsSQL), so
+// that a row handed over in memory never passes an older due one: a row
+// another process released, a retry whose time came, another replica's
+// expired claim.
+const claimableSQL = `(EXISTS (SELECT 1 FROM mail d WHERE d.status = 'sending' AND d.locked_until < now()
+          AND d.send_started_at IS NULL AND NOT d.cancel_requested)
+      OR EXISTS (SELECT 1 FROM mail d WHERE d.status = 'pending' AND NOT d.cancel_requested AND d.send_after <= now()
+          AND d.lane = 1 AND d.attach_state IS DISTINCT FROM 'pending')
+      OR EXISTS (SELECT 1 FROM mail d WHERE d.status = 'pending' AND NOT d.cancel_requested AND d.send_after <= now()
+          AND d.lane = 0 AND d.attach_state IS DISTINCT FROM 'pending'))`
+
 // ClaimMails takes up to p.Limit due rows in one short autocommit
 // statement: due `pending` rows and `sending` rows whose lease expired
 // before their claim started a send, never rows with cancel_requested, skipping rows other claimers hold. Each

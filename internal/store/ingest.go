@@ -130,10 +130,12 @@ func (s *Store) Ingest(ctx context.Context, items []IngestItem) ([]IngestResult,
 // that the rows are handed to its sender in memory, with no claim and no
 // re-read (docs/design.md, "Rows handed over in memory"): at most Max of
 // the batch's mails, in order, each a fresh pending mail with its
-// envelope (From set) and without attachments, are written `sending` as a claim would write them (attempts
-// 1, locked_until now() + Lease on the database clock, locked_by Worker,
-// first_claimed_at now()). A mail over the per-recipient limit is written
-// held and not leased. Max 0 leases nothing.
+// envelope (From set) and without attachments, are written `sending` as a
+// claim would write them (attempts 1, locked_until now() + Lease on the
+// database clock, locked_by Worker, first_claimed_at now()). A mail over
+// the per-recipient limit is written held and not leased, and none is
+// leased while a claim would take a row (claimableSQL): an older due row
+// goes first. Max 0 leases nothing.
 type IngestLease struct {
 	Max    int
 	Lease  time.Duration
@@ -216,7 +218,7 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
             $15::text[], $16::text[], $17::text[], $18::text[], $19::text[], $20::timestamptz[], $21::int[],
             $22::smallint[], $23::bool[])
      AS u(e, k, o, t, l, m, p, s, bt, bh, mid, st, le, lc, fa, tn, rt, ik, tc, oa, rev, ln, att)
-CROSS JOIN LATERAL (SELECT st AS status) x
+CROSS JOIN LATERAL (SELECT CASE WHEN st = 'sending' AND ` + claimableSQL + ` THEN 'pending' ELSE st END AS status) x
 ON CONFLICT DO NOTHING
 RETURNING ` + insertedColumns
 
@@ -279,7 +281,8 @@ SELECT e, k, o, t, l, m, p::jsonb, s, bt, bh, mid, x.status,
        ` + attachStateExpr + `,
        ` + leasedValues + `
 FROM u LEFT JOIN w ON w.recipient = u.r AND u.due
-CROSS JOIN LATERAL (SELECT CASE WHEN u.due AND w.mails - n + nth > $26::int THEN 'held' ELSE st END AS status) x
+CROSS JOIN LATERAL (SELECT CASE WHEN u.due AND w.mails - n + nth > $26::int THEN 'held'
+    WHEN st = 'sending' AND ` + claimableSQL + ` THEN 'pending' ELSE st END AS status) x
 ORDER BY ord
 ON CONFLICT DO NOTHING
 RETURNING ` + insertedColumns

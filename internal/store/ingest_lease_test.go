@@ -91,8 +91,9 @@ func TestIngestLeasedLeavesWhatAClaimWouldNotTake(t *testing.T) {
 	require.Empty(t, leased)
 	require.Equal(t, "pending", sc.QueryMap(t, `SELECT order_id, status FROM mail`)["4"])
 
-	sc.Exec(t, `INSERT INTO suppression (address, reason, source) VALUES ('b@example.com', 'bounced', 'operator')`)
-	_, leased, err = sc.Store.IngestLeased(testCtx(t), []store.IngestItem{enveloped("5")}, testLease)
+	fresh := storetest.New(t) // order 4 above is due: nothing is leased behind it
+	fresh.Exec(t, `INSERT INTO suppression (address, reason, source) VALUES ('b@example.com', 'bounced', 'operator')`)
+	_, leased, err = fresh.Store.IngestLeased(testCtx(t), []store.IngestItem{enveloped("5")}, testLease)
 	require.NoError(t, err)
 	require.Len(t, leased, 1)
 	require.True(t, leased[0].Suppressed)
@@ -118,4 +119,39 @@ func TestLeasedRowOfADeadProcessIsReclaimedSilently(t *testing.T) {
 	require.True(t, got[0].Reclaimed)
 	require.Equal(t, 2, got[0].Token)
 	require.Equal(t, 0, got[0].Sends)
+}
+
+// TestIngestLeasesNothingWhileAnOlderRowIsDue: a row a claim would take
+// (a due pending row of either lane, an expired lease whose send never
+// started) goes before any new mail: the insert then writes its mails
+// pending, for the claim to take in order. A pending row not due yet does
+// not stop it (found by a tester: a release by another process was
+// passed by a fresh mail).
+func TestIngestLeasesNothingWhileAnOlderRowIsDue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, older string
+		leased      int
+	}{
+		{"a due bulk row", `UPDATE mail SET send_after = now() - interval '1 second'`, 0},
+		{"a due priority row", `UPDATE mail SET lane = 1, send_after = now() - interval '1 second'`, 0},
+		{"an expired unstarted claim", `UPDATE mail SET status = 'sending', attempts = 1, locked_until = now() - interval '1 second'`, 0},
+		{"a retry not due yet", `UPDATE mail SET send_after = now() + interval '1 hour'`, 1},
+		{"an expired claim whose send started (the janitor's)", `UPDATE mail SET status = 'sending', attempts = 1,
+			locked_until = now() - interval '1 second', send_started_at = now(), sends = 1`, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sc := storetest.New(t)
+			_, err := sc.Store.Ingest(testCtx(t), []store.IngestItem{enveloped("old")})
+			require.NoError(t, err)
+			sc.Exec(t, tc.older)
+			res, leased, err := sc.Store.IngestLeased(testCtx(t), []store.IngestItem{enveloped("new")}, testLease)
+			require.NoError(t, err)
+			require.Len(t, leased, tc.leased)
+			require.Equal(t, tc.leased == 1, res[0].Leased)
+			want := map[bool]string{true: "sending", false: "pending"}[tc.leased == 1]
+			require.Equal(t, want, sc.QueryMap(t, `SELECT order_id, status FROM mail`)["new"])
+		})
+	}
 }
