@@ -148,9 +148,11 @@ func (r *Relay) declare(pub *broker.Publisher) error {
 // linger is how long the relay waits after a wake-up before it fetches,
 // so that the outbox rows of the commits that follow within it go out in
 // the same round: under load each commit (a group of a few outcomes) woke
-// a round of its own, two statements and a confirm wait for about three
-// rows. It delays feedback events by as much, never a mail.
-const linger = 5 * time.Millisecond
+// a round of its own, a statement and a confirm wait for about three
+// rows. It delays feedback events by as much, never a mail. 20 ms: at 200
+// events/s a round takes about four rows (the per-mail budget of
+// docs/benchmarks.md: 2.6 commits a mail with 5 ms, 2.2 with 20 ms).
+const linger = 20 * time.Millisecond
 
 // idle waits for a wake-up (then linger more), the poll interval, the
 // channel closing or ctx. With marks owed, it waits markLinger for a

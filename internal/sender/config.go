@@ -130,9 +130,10 @@ type Config struct {
 	OutcomeLinger time.Duration
 }
 
-// DefaultOutcomeLinger is the daemon's Config.OutcomeLinger: the relay's
-// own linger after a wake-up (5 ms), so that a lingering outcome's event
-// still goes out in the round it would have woken.
+// DefaultOutcomeLinger is the daemon's Config.OutcomeLinger: shorter than
+// the relay's own linger after a wake-up (20 ms), so that a lingering
+// outcome's event still goes out in the round the first outcome of its
+// batch would have woken.
 const DefaultOutcomeLinger = 5 * time.Millisecond
 
 // NoAmbiguousRetries is Config.AmbiguousRetries for "no resend after an
