@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,26 +37,31 @@ func TestHandedOverRowsAreSentWithoutAClaim(t *testing.T) {
 	h := p.Handover(b.sc.Store)
 	ctx := context.Background()
 
+	// Until the dispatcher waits for work: a mail written before that is
+	// pending, woken and claimed (as the consumer wakes the pool), and
+	// the next one is written only once it was sent, so that no due row
+	// stops the next insert from leasing.
 	claimedBefore, n := 0, 0
-	require.Eventually(t, func() bool { // until the dispatcher waits for work
+	sentNow := func() int64 {
+		return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1 AND sends = 1`)
+	}
+	for leased := false; !leased; {
+		require.Less(t, n, 50, "the dispatcher never waited for work")
 		n++
-		res, err := h.Ingest(ctx, []store.IngestItem{newMail("w" + string(rune('a'+n)))})
+		res, err := h.Ingest(ctx, []store.IngestItem{newMail(fmt.Sprintf("w%d", n))})
 		require.NoError(t, err)
-		if !res[0].Leased {
+		if leased = res[0].Leased; !leased {
 			claimedBefore++
 			p.Wake()
 		}
-		return res[0].Leased
-	}, 10*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return sentNow() == int64(n) }, 15*time.Second, 5*time.Millisecond)
+	}
 
 	const batches = 5
 	sent := func(want int64) {
 		t.Helper()
-		require.Eventually(t, func() bool {
-			return b.count(t, `SELECT count(*) FROM mail WHERE status = 'sent' AND attempts = 1 AND sends = 1`) == want
-		}, 15*time.Second, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return sentNow() == want }, 15*time.Second, 5*time.Millisecond)
 	}
-	sent(int64(n))
 	for i := range batches {
 		items := []store.IngestItem{newMail("h" + string(rune('a'+i))), newMail("h" + string(rune('a'+i)) + "x")}
 		res, err := h.Ingest(ctx, append(items, items[0])) // and a redelivery in the batch
