@@ -201,9 +201,10 @@ type AttemptResult struct {
 // settle writes) gets ErrLeaseLost in its result and is left untouched; the
 // others get their new status and, for a terminal status, their feedback
 // event (EmailSent, EmailFailed, EmailCancelled or EmailUnknown) in the
-// outbox. Two statements do it whatever the batch size: the fenced update
-// of every row and the insert of every outbox row (plus one per
-// cancellation notice). Database errors are classified (transient,
+// outbox. One statement does it whatever the batch size when every
+// attempt with an event carries its Known (finishSQL), two otherwise (the
+// events built from the returned rows are inserted by a second), plus one
+// per cancellation notice. Database errors are classified (transient,
 // ReasonDatabase); an error return means nothing was committed, and the
 // caller may retry the whole call.
 func (s *Store) FinishAttempts(ctx context.Context, as []Attempt) ([]AttemptResult, error) {
