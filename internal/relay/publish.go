@@ -78,11 +78,12 @@ func (r *Relay) publishLoop(ctx, rctx context.Context, pub *broker.Publisher, db
 // (store.RelayDB.FetchOutbox): at a steady rate the next round starts
 // within it, and a round costs one statement where it cost two. An idle
 // relay writes them alone once it ended, and the publish loop writes them
-// when it ends, so a mark is late by about this much at most. A relay
-// that dies meanwhile leaves those rows to be published again by the next
-// leader, which at-least-once delivery allows (consumers dedupe by
-// event_id).
-const markLinger = 50 * time.Millisecond
+// when it ends, so a mark is late by about this much at most. It is twice
+// linger, so that the next round of a steady stream (a wake-up, then
+// linger) comes within it. A relay that dies meanwhile leaves those rows
+// to be published again by the next leader, which at-least-once delivery
+// allows (consumers dedupe by event_id).
+const markLinger = 100 * time.Millisecond
 
 // marks are the rows of a leadership's last round that the broker acked
 // and that are not marked published yet (owed), with the round's rows,
@@ -149,10 +150,12 @@ func (r *Relay) declare(pub *broker.Publisher) error {
 // so that the outbox rows of the commits that follow within it go out in
 // the same round: under load each commit (a group of a few outcomes) woke
 // a round of its own, a statement and a confirm wait for about three
-// rows. It delays feedback events by as much, never a mail. 20 ms: at 200
-// events/s a round takes about four rows (the per-mail budget of
-// docs/benchmarks.md: 2.6 commits a mail with 5 ms, 2.2 with 20 ms).
-const linger = 20 * time.Millisecond
+// rows. It delays feedback events by as much, never a mail. 50 ms: at 200
+// events/s a round takes about ten rows, 0.09 relay statements a mail
+// where 20 ms took 0.25 and 5 ms 0.5 (docs/benchmarks.md, "Where the
+// statements go"); a full round (relay.batch_size rows) is followed at
+// once by the next, so the wait never caps the relay's rate.
+const linger = 50 * time.Millisecond
 
 // idle waits for a wake-up (then linger more), the poll interval, the
 // channel closing or ctx. With marks owed, it waits markLinger for a

@@ -15,7 +15,8 @@ import (
 
 // dispatcher is the pool's producer: it claims due rows in batches, never
 // more than the workers can start promptly (Workers busy plus
-// min(BatchSize, Workers) queued), so that a crash strands few rows, and
+// min(BatchSize, 4 × Workers) queued: holdBounds), so that a crash strands
+// few rows, and
 // queues them for the executors; the heartbeat (heartbeat.go) renews the
 // leases of the rows it holds. It claims nothing while every route is
 // paused, while the latency guard holds the pool back, or while leases

@@ -68,7 +68,7 @@ func TestHandedOverRowsAreSentWithoutAClaim(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true, false}, []bool{res[0].Leased, res[1].Leased, res[2].Leased})
 		require.Equal(t, mailtype.DispositionDuplicate, res[2].Disposition)
-		sent(int64(n + 2*(i+1))) // each batch within what the pool may hold (sender.workers + prefetch)
+		sent(int64(n + 2*(i+1))) // each batch within what the pool may hold (holdBounds)
 	}
 	total := int64(n + 2*batches)
 	require.EqualValues(t, total, b.events(t, mailtype.EmailSent))

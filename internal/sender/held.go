@@ -78,10 +78,10 @@ func newHoldings(maxHeld, minClaim int) *holdings {
 }
 
 // room waits until at least minClaim rows are free under max and returns
-// how many to claim (at most batch), or 0 when ctx ended. Holding at most
-// Workers + min(BatchSize, Workers) rows keeps the queue short: a claimed
-// row starts soon, and a crash strands few unstarted rows (they are
-// reclaimed silently once their lease expires).
+// how many to claim (at most batch), or 0 when ctx ended. The bounds
+// (holdBounds) keep the queue short: a claimed row starts soon, and a
+// crash strands few unstarted rows (they are reclaimed silently once their
+// lease expires).
 func (h *holdings) room(ctx context.Context, batch int) int {
 	for {
 		free := h.max - h.unsentNow()
