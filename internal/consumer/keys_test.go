@@ -257,3 +257,26 @@ func TestDuplicateKeysAreDeadLetteredWritingNothing(t *testing.T) {
 		})
 	}
 }
+
+// What encoding/json takes for valid JSON the scan reads to its end: the
+// fallback of Decide that refuses a body whose keys could not be checked
+// is never reached for a body json.Unmarshal accepts. Under `go test` the
+// seeds run; `go test -fuzz FuzzFindDuplicateKey ./internal/consumer/`
+// searches further.
+func FuzzFindDuplicateKey(f *testing.F) {
+	for _, seed := range []string{`{"a":1}`, `{"a":1,"A":2}`, `{"a":"\ud800"}`, "{\"a\":\"\xff\"}", `{"\u212a":1,"k":2}`,
+		`[{"x":[1,2,{"y":null,"Y":true}]}]`, `{"a":1} {"a":1,"a":2}`, `1e400`, ` "s" `, `{"a":{"b":{"c":[[],{}]}}}`,
+		`{"a":1,}`, `{`, `{"é":1,"É":2}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := consumer.FindDuplicateKeyForTest(b)
+		if json.Valid(b) {
+			require.NoError(t, err, "%q", b)
+		}
+		if got != nil {
+			require.NoError(t, err)
+			require.True(t, strings.EqualFold(got.Key, got.First), "%q: %q and %q", b, got.Key, got.First)
+		}
+	})
+}
