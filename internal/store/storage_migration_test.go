@@ -62,7 +62,7 @@ func TestMigration00140GivesUpRatherThanStallTraffic(t *testing.T) {
 	_, err = sc.Store.MigrateUp(ctx)
 	require.NoError(t, err)
 	require.NoError(t, sc.Store.CheckSchema(ctx))
-	require.Equal(t, []string{"fillfactor=70"}, sc.QueryStrings(t, `SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = 'mail'::regclass`))
+	require.Equal(t, []string{"fillfactor=50"}, sc.QueryStrings(t, `SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = 'mail'::regclass`))
 	_, err = storetest.InsertPending(ctx, sc.Store, storetest.Mail{OrderID: "after", BodyText: body})
 	require.NoError(t, err)
 	lz4 := sc.QueryInt(t, `SELECT count(*) FROM pg_settings WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)`)
