@@ -67,12 +67,14 @@ func BenchmarkBacklog(b *testing.B) {
 	b.ReportMetric(rate, "drain_mails/s")
 	b.ReportMetric(us(perMail.total()), "cpu_µs/mail")
 	fmt.Printf("%-18s %8s %13s %11s | %s\n", "system", "mails", "drain mails/s", "peak RSS MB",
-		fmt.Sprintf("%7s %6s %6s %6s %6s", "cpu µs/mail", "pg", "pg-own", "mq", "proc"))
-	fmt.Printf("%-18s %8d %13.0f %11.1f | %11.0f %6.0f %6.0f %6.0f %6.0f\n", "mailsvc/"+set.name, n, rate, float64(rss)/1e6,
-		us(perMail.total()), us(perMail.postgres), us(perMail.postgresOwn), us(perMail.rabbitmq), us(perMail.pipeline))
+		fmt.Sprintf("%7s %6s %6s %6s %6s %6s", "cpu µs/mail", "pg", "pg-own", "mq", "proc", "steal"))
+	fmt.Printf("%-18s %8d %13.0f %11.1f | %11.0f %6.0f %6.0f %6.0f %6.0f %6s\n", "mailsvc/"+set.name, n, rate, float64(rss)/1e6,
+		us(perMail.total()), us(perMail.postgres), us(perMail.postgresOwn), us(perMail.rabbitmq), us(perMail.pipeline),
+		stealCol(perMail))
 	fmt.Printf("peak RSS: VmHWM of mailsvc serve; cpu from /proc: PostgreSQL + RabbitMQ + mailsvc serve (proc); "+
-		"pg-own = the part of pg in mailsvc's own backends; %s\n",
-		findServers().how)
+		"pg-own = the part of pg in mailsvc's own backends; %s; "+
+		"steal: the machine's CPU time its hypervisor gave to other guests (/proc/stat), '!' above %.0f %%: not comparable\n",
+		findServers().how, 100*stealSpoils)
 	fmt.Printf("goal: serve peak RSS <= 100 MB draining 100,000 mails\n")
 }
 

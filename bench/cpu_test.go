@@ -40,20 +40,44 @@ type cpuUse struct {
 	// the pipeline process's connections: the rest is the server's
 	// background work, and anyone else's use of the same server.
 	postgresOwn time.Duration
+	// steal and machine are the machine's stolen CPU time (time its
+	// hypervisor ran other guests while this one had work) and all of
+	// its CPU time, summed over its cores (/proc/stat): see stealShare.
+	steal, machine time.Duration
 }
+
+// stealShare is the part of the machine's CPU time that was stolen over
+// the measured window (0..1; 0 where nothing was read). Stolen time is in
+// no process's utime or stime, but a guest that loses its cores also
+// loses their caches: a run with more than stealSpoils of it spends more
+// CPU per mail than the same code on a quiet host, so its CPU figures are
+// not comparable with a quiet run's (docs/benchmarks.md, "Reading a run:
+// stolen time").
+func (c cpuUse) stealShare() float64 {
+	if c.machine <= 0 {
+		return 0
+	}
+	return float64(c.steal) / float64(c.machine)
+}
+
+// stealSpoils is the stolen share above which a run's CPU figures are
+// flagged as not comparable (5 %).
+const stealSpoils = 0.05
 
 // total is the whole pipeline's CPU: PostgreSQL + RabbitMQ + the pipeline
 // process (postgresOwn is a part of postgres).
 func (c cpuUse) total() time.Duration { return c.postgres + c.rabbitmq + c.pipeline }
 
 func (c cpuUse) add(o cpuUse) cpuUse {
-	return cpuUse{c.postgres + o.postgres, c.rabbitmq + o.rabbitmq, c.pipeline + o.pipeline, c.postgresOwn + o.postgresOwn}
+	return cpuUse{c.postgres + o.postgres, c.rabbitmq + o.rabbitmq, c.pipeline + o.pipeline, c.postgresOwn + o.postgresOwn,
+		c.steal + o.steal, c.machine + o.machine}
 }
 
-// div divides every part by n (CPU per mail with n mails).
+// div divides every part by n (CPU per mail with n mails); the stolen
+// share is unchanged.
 func (c cpuUse) div(n int) cpuUse {
 	d := time.Duration(n)
-	return cpuUse{c.postgres / d, c.rabbitmq / d, c.pipeline / d, c.postgresOwn / d}
+	return cpuUse{c.postgres / d, c.rabbitmq / d, c.pipeline / d, c.postgresOwn / d, c.steal / d, c.machine / d}
 }
 
 // cpuSample is the CPU time used up to one moment (cpuSnapshot).
@@ -62,6 +86,9 @@ type cpuSample struct {
 	// backends are the ticks of each backend (by pid) that served a
 	// connection of the pipeline process then.
 	backends map[int]int64
+	// steal and machine are the machine's stolen and total ticks over all
+	// cores since boot (readMachineTicks).
+	steal, machine int64
 }
 
 // since returns the CPU time spent from a to s. A backend of the pipeline
@@ -73,7 +100,40 @@ func (s cpuSample) since(a cpuSample) cpuUse {
 		own += t - a.backends[pid]
 	}
 	return cpuUse{postgres: time.Duration(s.postgres-a.postgres) * tick, rabbitmq: time.Duration(s.rabbitmq-a.rabbitmq) * tick,
-		pipeline: time.Duration(s.pipeline-a.pipeline) * tick, postgresOwn: time.Duration(own) * tick}
+		pipeline: time.Duration(s.pipeline-a.pipeline) * tick, postgresOwn: time.Duration(own) * tick,
+		steal: time.Duration(s.steal-a.steal) * tick, machine: time.Duration(s.machine-a.machine) * tick}
+}
+
+// readMachineTicks reads the machine's stolen ticks and all its ticks
+// (user, nice, system, idle, iowait, irq, softirq and steal; guest time is
+// in user already) over all cores since boot, from the "cpu" line of
+// /proc/stat (proc(5)).
+func readMachineTicks() (steal, all int64, err error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	return parseMachineTicks(data)
+}
+
+// parseMachineTicks is readMachineTicks on the text of /proc/stat.
+func parseMachineTicks(data []byte) (steal, all int64, err error) {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: first line %q is not the cpu total with 8 times", line)
+	}
+	for i, v := range f[1:9] {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat cpu field %d: %w", i+1, err)
+		}
+		all += n
+		if i == 7 {
+			steal = n
+		}
+	}
+	return steal, all, nil
 }
 
 // procStat is what cpuSnapshot reads of /proc/<pid>/stat; times are in
@@ -284,6 +344,8 @@ func cpuSnapshot(t testing.TB, pid int) cpuSample {
 		rabbitmq: server(sp.beam, rabbitmqComms, []string{"epmd"}),
 		backends: map[int]int64{},
 	}
+	sample.steal, sample.machine, err = readMachineTicks()
+	require.NoError(t, err)
 	if pid == 0 {
 		return sample
 	}

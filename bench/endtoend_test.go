@@ -252,7 +252,8 @@ func measureIdle(b *testing.B, d time.Duration) cpuUse {
 	<-time.After(d) // a measuring window, not a wait for anything
 	used := cpuSnapshot(b, 0).since(before)
 	perSec := float64(time.Second) / float64(time.Since(start))
-	return cpuUse{postgres: time.Duration(float64(used.postgres) * perSec), rabbitmq: time.Duration(float64(used.rabbitmq) * perSec)}
+	return cpuUse{postgres: time.Duration(float64(used.postgres) * perSec), rabbitmq: time.Duration(float64(used.rabbitmq) * perSec),
+		steal: used.steal, machine: used.machine}
 }
 
 // runSystem makes benchRepeats full-speed runs (best rate, mean CPU) and
@@ -315,7 +316,7 @@ func benchTable(rs []benchResult, idle cpuUse) string {
 			ms(r.p50), ms(r.p99), ms(r.max), r.mailBytes)
 	}
 	fmt.Fprintf(&sb, "\nwhole-pipeline CPU per mail (µs): %-34s %s\n", "full speed", fmt.Sprintf("%d ev/s", benchRate))
-	cols := fmt.Sprintf("%7s %6s %6s %6s %6s %6s", "total", "pg", "pg-own", "mq", "proc", "ratio")
+	cols := fmt.Sprintf("%7s %6s %6s %6s %6s %6s %6s", "total", "pg", "pg-own", "mq", "proc", "ratio", "steal")
 	fmt.Fprintf(&sb, "%-30s %s %6s | %s\n", "system", cols, "floor", cols)
 	for _, r := range rs {
 		fmt.Fprintf(&sb, "%-30s %s %6s | %s\n", r.name, cpuCols(r.cpuFull, r.cpuRatioFull), orDash("%.2f", r.cpuRatioFloor),
@@ -339,6 +340,9 @@ func benchTable(rs []benchResult, idle cpuUse) string {
 	fmt.Fprintf(&sb, "CPU from /proc between ready and settled; proc = the pipeline process; "+
 		"pg-own = the part of pg in the backends of the pipeline's connections; %s; "+
 		"idle, the servers used PostgreSQL %.1f ms/s, RabbitMQ %.1f ms/s\n", findServers().how, ms(idle.postgres), ms(idle.rabbitmq))
+	fmt.Fprintf(&sb, "steal: the machine's CPU time its hypervisor gave to other guests during the runs (/proc/stat, all cores; "+
+		"%.0f %% while idle); '!' above %.0f %%: that row's CPU figures are not comparable with a quiet run's\n",
+		100*idle.stealShare(), 100*stealSpoils)
 	fmt.Fprintf(&sb, "goals: throughput ratio >= 0.8; whole-pipeline CPU per mail <= 1.3x baseline at full speed and at "+
 		"%d ev/s; p99 <= 15 ms at %d ev/s; serve peak RSS <= 100 MB draining 100,000 mails (BenchmarkBacklog)", benchRate, benchRate)
 	return sb.String()
@@ -348,8 +352,18 @@ func benchTable(rs []benchResult, idle cpuUse) string {
 // in the pipeline's own backends, RabbitMQ, the pipeline process, and the
 // ratio of the total to the baseline's.
 func cpuCols(c cpuUse, ratio float64) string {
-	return fmt.Sprintf("%7.0f %6.0f %6.0f %6.0f %6.0f %6s", us(c.total()), us(c.postgres), us(c.postgresOwn), us(c.rabbitmq),
-		us(c.pipeline), orDash("%.2f", ratio))
+	return fmt.Sprintf("%7.0f %6.0f %6.0f %6.0f %6.0f %6s %6s", us(c.total()), us(c.postgres), us(c.postgresOwn), us(c.rabbitmq),
+		us(c.pipeline), orDash("%.2f", ratio), stealCol(c))
+}
+
+// stealCol formats c's stolen share in percent, marked with a "!" above
+// stealSpoils (its CPU figures are not comparable with a quiet run's).
+func stealCol(c cpuUse) string {
+	share := c.stealShare()
+	if share > stealSpoils {
+		return fmt.Sprintf("%.0f%%!", 100*share)
+	}
+	return fmt.Sprintf("%.0f%%", 100*share)
 }
 
 // orDash formats v, or "-" when it is 0 (not measured).
