@@ -2,7 +2,9 @@ package templates
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -14,11 +16,22 @@ import (
 )
 
 // localeFormat formats numbers, money and dates as a reader of one locale
-// expects. It is immutable after newLocaleFormat, so safe for concurrent use.
+// expects. It is immutable after newLocaleFormat but for its cache of
+// currency symbols, a sync.Map, so safe for concurrent use.
 type localeFormat struct {
 	printer *message.Printer
 	// decimalSep is the locale's decimal separator, learnt from x/text.
 	decimalSep string
+	// groupSep is the locale's digit-group separator when x/text groups
+	// ASCII digits by threes from the right for every integer
+	// (groupSeparator): "." in vi, "," in en. integer then groups digits
+	// itself, the same bytes for a tenth of the CPU (x/text's printer took
+	// 3 % of serve's CPU while it ingested a backlog). "" leaves every
+	// number to x/text (Indian grouping, a minimum of two digits before a
+	// separator, native digits).
+	groupSep string
+	// symbols caches the printer's symbol of each currency.Unit (a string).
+	symbols sync.Map
 	// symbolAfter puts the currency symbol after the number, as CLDR's
 	// currency pattern does for vi ("#,##0.00 ¤"); en puts it before
 	// ("¤#,##0.00").
@@ -43,7 +56,7 @@ func newLocaleFormat(locale string) (*localeFormat, error) {
 	// 15 at scale 1 prints "15,0" in vi and "15.0" in en: the separator is
 	// what stands between the digits (no float is involved).
 	sep := strings.Trim(p.Sprint(number.Decimal(15, number.Scale(1))), "0123456789")
-	f := &localeFormat{printer: p, decimalSep: sep, symbolAfter: true, date: dateISO}
+	f := &localeFormat{printer: p, decimalSep: sep, groupSep: groupSeparator(p), symbolAfter: true, date: dateISO}
 	switch locale {
 	case "vi":
 		f.date = dateVI
@@ -62,11 +75,11 @@ func (f *localeFormat) money(m money) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	num := f.printer.Sprint(number.Decimal(major))
+	num := f.integer(major)
 	if digits != "" {
 		num += f.decimalSep + digits
 	}
-	sym := f.printer.Sprint(currency.Symbol(m.cur))
+	sym := f.symbol(m.cur)
 	if f.symbolAfter {
 		return num + " " + sym, nil
 	}
@@ -80,7 +93,78 @@ func (f *localeFormat) money(m money) (string, error) {
 
 // quantity formats an item count with the locale's digit grouping.
 func (f *localeFormat) quantity(q int) string {
-	return f.printer.Sprint(number.Decimal(q))
+	return f.integer(int64(q))
+}
+
+// integer formats n with the locale's digit grouping, as x/text's
+// number.Decimal prints it.
+func (f *localeFormat) integer(n int64) string {
+	if f.groupSep == "" || n < 0 {
+		return f.printer.Sprint(number.Decimal(n))
+	}
+	return groupDigits(n, f.groupSep)
+}
+
+// symbol is the printer's symbol of cur ("₫", "US$", "$"), cached.
+func (f *localeFormat) symbol(cur currency.Unit) string {
+	if s, ok := f.symbols.Load(cur); ok {
+		return s.(string)
+	}
+	s := f.printer.Sprint(currency.Symbol(cur))
+	f.symbols.Store(cur, s)
+	return s
+}
+
+// groupProbes are the integers groupSeparator checks x/text against: 0 and
+// a number of each length from 1 to 19 digits (the longest int64), so a
+// rule that depends on the number of digits (a minimum of two digits
+// before a separator, Indian grouping) shows.
+var groupProbes = func() []int64 {
+	const digits = "1234567890123456789"
+	out := []int64{0}
+	for k := 1; k <= len(digits); k++ {
+		n, _ := strconv.ParseInt(digits[:k], 10, 64) // at most 19 digits below MaxInt64
+		out = append(out, n)
+	}
+	return out
+}()
+
+// groupSeparator returns the separator x/text's printer p puts between
+// groups of three ASCII digits, when it prints every one of groupProbes
+// that way (groupDigits), and "" otherwise.
+func groupSeparator(p *message.Printer) string {
+	got := p.Sprint(number.Decimal(1234))
+	if len(got) < 5 || !strings.HasPrefix(got, "1") || !strings.HasSuffix(got, "234") {
+		return ""
+	}
+	sep := got[1 : len(got)-3]
+	for _, n := range groupProbes {
+		if p.Sprint(number.Decimal(n)) != groupDigits(n, sep) {
+			return ""
+		}
+	}
+	return sep
+}
+
+// groupDigits writes n (non-negative) in ASCII digits with sep between
+// groups of three from the right: groupDigits(1234567, ".") is "1.234.567".
+func groupDigits(n int64, sep string) string {
+	d := strconv.FormatInt(n, 10)
+	if len(d) <= 3 {
+		return d
+	}
+	var b strings.Builder
+	b.Grow(len(d) + (len(d)-1)/3*len(sep))
+	head := len(d) % 3
+	if head == 0 {
+		head = 3
+	}
+	b.WriteString(d[:head])
+	for i := head; i < len(d); i += 3 {
+		b.WriteString(sep)
+		b.WriteString(d[i : i+3])
+	}
+	return b.String()
 }
 
 // dateVI is the Vietnamese day-first date: "18/09/2026 15:00 (GMT+7)".
