@@ -32,6 +32,9 @@ type localeFormat struct {
 	groupSep string
 	// symbols caches the printer's symbol of each currency.Unit (a string).
 	symbols sync.Map
+	// digits writes ASCII digits in the locale's own ("٠١٢…" in ar), for
+	// the minor units, which money writes itself; nil where they are ASCII.
+	digits *strings.Replacer
 	// symbolAfter puts the currency symbol after the number, as CLDR's
 	// currency pattern does for vi ("#,##0.00 ¤"); en puts it before
 	// ("¤#,##0.00").
@@ -53,10 +56,19 @@ func newLocaleFormat(locale string) (*localeFormat, error) {
 		return nil, fmt.Errorf("locale %q: %w", locale, err)
 	}
 	p := message.NewPrinter(tag)
-	// 15 at scale 1 prints "15,0" in vi and "15.0" in en: the separator is
-	// what stands between the digits (no float is involved).
-	sep := strings.Trim(p.Sprint(number.Decimal(15, number.Scale(1))), "0123456789")
+	var digits [10]string
+	for d := range digits {
+		digits[d] = p.Sprint(number.Decimal(d))
+	}
+	// 15 at scale 1 prints "15,0" in vi, "15.0" in en and "١٥٫٠" in ar: the
+	// separator is what stands between the locale's 15 and its 0 (no float
+	// is involved).
+	sep := strings.TrimSuffix(strings.TrimPrefix(p.Sprint(number.Decimal(15, number.Scale(1))), digits[1]+digits[5]), digits[0])
 	f := &localeFormat{printer: p, decimalSep: sep, groupSep: groupSeparator(p), symbolAfter: true, date: dateISO}
+	if digits[0] != "0" {
+		f.digits = strings.NewReplacer("0", digits[0], "1", digits[1], "2", digits[2], "3", digits[3], "4", digits[4],
+			"5", digits[5], "6", digits[6], "7", digits[7], "8", digits[8], "9", digits[9])
+	}
 	switch locale {
 	case "vi":
 		f.date = dateVI
@@ -77,6 +89,9 @@ func (f *localeFormat) money(m money) (string, error) {
 	}
 	num := f.integer(major)
 	if digits != "" {
+		if f.digits != nil {
+			digits = f.digits.Replace(digits)
+		}
 		num += f.decimalSep + digits
 	}
 	sym := f.symbol(m.cur)

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -55,4 +56,24 @@ func TestGroupDigits(t *testing.T) {
 		require.Equal(t, want, groupDigits(n, "."), "%d", n)
 	}
 	require.Equal(t, "12\u00a0345", groupDigits(12345, "\u00a0"), "a multi-byte separator")
+}
+
+// TestAmountsInNativeDigitLocales holds an amount of a locale that writes
+// its own digits (a locale added with templates.dir) to one script: the
+// decimal separator learnt without the locale's digits around it, and the
+// minor units in the locale's digits, as x/text prints the major part.
+// Before, ar printed 1234567.89 US$ as "١٬٢٣٤٬٥٦٧١٥٫٠89 US$".
+func TestAmountsInNativeDigitLocales(t *testing.T) {
+	for locale, want := range map[string]string{
+		"ar": "١٬٢٣٤٬٥٦٧٫٨٩ US$",
+		"bn": "১২,৩৪,৫৬৭.৮৯ US$",
+		"en": "$1,234,567.89",
+		"vi": "1.234.567,89 US$",
+	} {
+		f, err := newLocaleFormat(locale)
+		require.NoError(t, err)
+		got, err := f.money(money{minor: big.NewInt(123456789), cur: currency.USD, scale: 2})
+		require.NoError(t, err)
+		require.Equal(t, want, got, locale)
+	}
 }
