@@ -25,8 +25,9 @@ type localeFormat struct {
 	// groupSep is the locale's digit-group separator when x/text groups
 	// ASCII digits by threes from the right for every integer
 	// (groupSeparator): "." in vi, "," in en. integer then groups digits
-	// itself, the same bytes for a tenth of the CPU (x/text's printer took
-	// 3 % of serve's CPU while it ingested a backlog). "" leaves every
+	// itself, the same bytes without the printer (which took 3 % of serve's
+	// CPU while it ingested a backlog; docs/benchmarks.md, "What the rest
+	// of the gap to the floor is made of"). "" leaves every
 	// number to x/text (Indian grouping, a minimum of two digits before a
 	// separator, native digits).
 	groupSep string
